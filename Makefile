@@ -1,0 +1,42 @@
+# Two entry points, both safe to run on a fresh clone: `make demo` and `make test`.
+# Each creates or refreshes .venv and installs what it needs from the package
+# registry; nothing relies on packages installed by hand.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+OUT    ?= out/demo
+
+.PHONY: demo test venv install install-test docs bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+venv: $(BIN)/python
+
+# The engine is installed editable (it is what we develop); first-party packs
+# are installed as built wheels, exactly as a third party's pack would be.
+install: venv
+	$(PIP) install --quiet -e .
+	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example
+
+install-test: venv
+	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example
+
+demo: install
+	$(BIN)/python -m assay.demo --out $(OUT)
+
+test: install-test
+	$(BIN)/python -m pytest -q
+
+docs: install-test
+	$(BIN)/python -m mkdocs build --strict
+
+bench: install-test
+	$(BIN)/python bench/validate_bundle.py
+
+clean:
+	rm -rf $(VENV) out site .pytest_cache

@@ -1,0 +1,54 @@
+"""``assay validate``: check packs, documents and bundles against the spec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..schemas import DOCUMENT_NAMES
+from ..validate import validate_path
+from . import get_host
+
+
+@click.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report.")
+@click.option("--pack", "pack", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Check bundles against this pack directory instead of the installed pack.")
+@click.option("--schema", type=click.Choice(DOCUMENT_NAMES), help="Treat a single document as this type instead of guessing.")
+@click.pass_context
+def validate_command(ctx: click.Context, paths: tuple[Path, ...], as_json: bool, pack: Path | None, schema: str | None) -> None:
+    """Validate PATHS: pack directories, case or policy files, bundle directories or .zip files.
+
+    Each problem is one line, FILE:LINE: /json/pointer: message, most relevant
+    first. Exit 0 when everything is valid, 1 when anything is not.
+    """
+    registry = get_host(ctx).registry
+    reports = [validate_path(path, registry, pack=pack, schema=schema) for path in paths]
+    if as_json:
+        click.echo(json.dumps({"valid": all(r.ok for r in reports), "reports": [r.to_json() for r in reports]}, indent=2))
+    else:
+        for report in reports:
+            for issue in report.ordered():
+                click.echo(issue.format())
+            if report.ok:
+                click.echo(f"{report.target}: valid {report.kind}{_summary(report.facts)}", err=True)
+            else:
+                click.echo(f"{report.target}: invalid {report.kind} ({len(report.issues)} problems)", err=True)
+    ctx.exit(0 if all(r.ok for r in reports) else 1)
+
+
+def _summary(facts: dict) -> str:
+    parts = []
+    if facts.get("name"):
+        parts.append(f"{facts['name']} {facts.get('version')}")
+    if facts.get("cases") is not None:
+        parts.append(f"{facts['cases']} cases")
+    if facts.get("rows") is not None:
+        parts.append(f"{facts['rows']} rows")
+    if facts.get("metrics_checked") is not None:
+        parts.append(f"{facts['metrics_checked']} claimed numbers recomputed")
+    if facts.get("digest"):
+        parts.append(str(facts["digest"]))
+    return f" ({', '.join(parts)})" if parts else ""

@@ -1,0 +1,160 @@
+"""The component types plugins register, one per hook.
+
+Concrete, data-like components (families, defenses, metric values) are frozen
+dataclasses. Behavioural extension points are :class:`typing.Protocol`
+classes: a plugin satisfies them by shape and never inherits from assay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+__all__ = [
+    "Backend",
+    "Defense",
+    "Executor",
+    "Family",
+    "Judge",
+    "Metric",
+    "MetricContext",
+    "MetricValue",
+    "Oracle",
+    "OracleResult",
+    "Sandbox",
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """An attack family or task kind that cases name in ``family``.
+
+    ``kind`` is the case kind the family belongs to (``attack``, ``benign``,
+    ``trajectory`` or ``permission``). ``channels`` are the injected channels
+    the family's attacks arrive through (the first is the default);
+    ``default_labels`` fill a case's multi-label metadata where it is silent.
+    """
+
+    name: str
+    kind: str
+    title: str
+    description: str
+    channels: tuple[str, ...] = ()
+    default_labels: Mapping[str, Any] = field(default_factory=dict)
+    stages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Defense:
+    """A prompt-level defense condition; ``document`` is a defense policy document."""
+
+    name: str
+    document: Mapping[str, Any]
+
+    @property
+    def placement(self) -> str:
+        """Where the policy text goes: none, system_prefix, system_suffix or sandwich."""
+        return str(self.document["placement"])
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """What an oracle decided for one work item."""
+
+    fired: bool
+    detail: str = ""
+
+
+@runtime_checkable
+class Oracle(Protocol):
+    """A deterministic scorer named by cases.
+
+    ``decides`` lists the outcomes the oracle may decide (e.g.
+    ``observed_harm``, ``text_harm``, ``success``); ``params_schema`` is a
+    JSON Schema the validator applies to the parameters a case gives it.
+    """
+
+    name: str
+    description: str
+    decides: frozenset[str]
+    params_schema: Mapping[str, Any]
+
+    def evaluate(self, observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:
+        """Decide one work item from its observation (final output, transcript, state diff, case)."""
+        ...
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """One number of a metrics summary: a metric over one group of rows."""
+
+    metric: str
+    group: Mapping[str, Any]
+    value: float | None
+    numerator: int | None = None
+    denominator: int | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    detail: Mapping[str, Any] | None = None
+
+    def to_document(self) -> dict[str, Any]:
+        """The metrics-summary entry for this value, omitting absent fields."""
+        doc: dict[str, Any] = {"metric": self.metric, "group": dict(self.group), "value": self.value}
+        for name in ("numerator", "denominator", "ci_low", "ci_high", "detail"):
+            value = getattr(self, name)
+            if value is not None:
+                doc[name] = dict(value) if name == "detail" else value
+        return doc
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """What a metric may use besides the rows: the run's plan and the pack's cases."""
+
+    plan: Mapping[str, Any]
+    cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Metric(Protocol):
+    """A metric computed from result rows, per group (endpoint x condition by default)."""
+
+    name: str
+    description: str
+    stage: str
+
+    def compute(self, rows: Sequence[Mapping[str, Any]], context: MetricContext) -> list[MetricValue]:
+        """Compute every value of this metric over the rows."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model backend: turns chat requests into responses (see the engine issue for the full API)."""
+
+    name: str
+    description: str
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """A judge that labels a stage outcome from a transcript."""
+
+    name: str
+    description: str
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Isolated stores and a code runner that a work item acts on."""
+
+    name: str
+    description: str
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs planned work items (local asyncio, Ray, ...)."""
+
+    name: str
+    description: str

@@ -1,0 +1,30 @@
+"""Built-in CLI commands, registered through ``register_commands`` like any plugin's."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(register) -> None:
+    """Register the built-in commands."""
+    # Imported here so that loading plugins does not import click commands
+    # until commands are actually wanted.
+    from ..cli.hash_cmd import hash_command
+    from ..cli.pack_cmd import pack_command
+    from ..cli.packs_cmd import packs_command
+    from ..cli.plugins_cmd import plugins_command
+    from ..cli.registry_cmd import registry_command
+    from ..cli.schema_cmd import schema_command
+    from ..cli.validate_cmd import validate_command
+
+    for command in (
+        hash_command,
+        pack_command,
+        packs_command,
+        plugins_command,
+        registry_command,
+        schema_command,
+        validate_command,
+    ):
+        register(command)

@@ -1,0 +1,284 @@
+"""Reading YAML and JSON documents with their source positions.
+
+The validator reports ``FILE:LINE: /json/pointer: message``. JSON and YAML
+parsers give data, not positions, so each loader also returns a map from JSON
+pointer to 1-based line: ruamel.yaml's round-trip nodes carry their lines;
+for JSON a small scanner walks the text again, only when an error needs a
+line (the fast path never pays for it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import dataclass, field
+from json.decoder import scanstring
+from pathlib import Path
+from typing import Any, Callable
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+__all__ = [
+    "DocumentError",
+    "SourceDocument",
+    "escape_pointer",
+    "json_pointer_lines",
+    "load_document",
+    "parse_json_text",
+    "parse_yaml_text",
+    "plain_data",
+]
+
+YAML_SUFFIXES = frozenset({".yaml", ".yml"})
+
+
+class DocumentError(ValueError):
+    """A document could not be parsed; ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def escape_pointer(token: object) -> str:
+    """One JSON pointer reference token (RFC 6901 escaping)."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+@dataclass
+class SourceDocument:
+    """A parsed document, where it came from, and how to find the line of a JSON pointer."""
+
+    path: Path
+    data: Any
+    _lines: Callable[[], dict[str, int]] = field(repr=False, default=dict)
+    _cache: dict[str, int] | None = field(default=None, repr=False)
+
+    def line_of(self, pointer: str) -> int | None:
+        """The 1-based line of the value at ``pointer``, or of its nearest located ancestor."""
+        if self._cache is None:
+            self._cache = self._lines()
+        while True:
+            if pointer in self._cache:
+                return self._cache[pointer]
+            if not pointer:
+                return None
+            pointer = pointer.rsplit("/", 1)[0]
+
+
+# ---------------------------------------------------------------- YAML
+
+
+def _plain(node: Any, pointer: str, lines: dict[str, int]) -> Any:
+    """Convert ruamel's round-trip nodes to plain JSON data, recording lines."""
+    if isinstance(node, CommentedMap):
+        result = {}
+        for key, value in node.items():
+            if not isinstance(key, str):
+                line = node.lc.key(key)[0] + 1
+                raise DocumentError(f"{pointer or '/'}: mapping key {key!r} is not a string", line)
+            child = f"{pointer}/{escape_pointer(key)}"
+            lines[child] = node.lc.key(key)[0] + 1
+            result[key] = _plain(value, child, lines)
+        return result
+    if isinstance(node, CommentedSeq):
+        result_list = []
+        for index, value in enumerate(node):
+            child = f"{pointer}/{index}"
+            try:
+                lines[child] = node.lc.item(index)[0] + 1
+            except (KeyError, IndexError, TypeError):
+                pass
+            result_list.append(_plain(value, child, lines))
+        return result_list
+    if node is None or isinstance(node, bool):
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        if node != node or node in (float("inf"), float("-inf")):
+            raise DocumentError(f"{pointer or '/'}: NaN and infinities are not JSON values", lines.get(pointer))
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, (_dt.date, _dt.datetime)):
+        # YAML turns 2024-01-01 into a date; the spec only has strings.
+        return node.isoformat()
+    raise DocumentError(f"{pointer or '/'}: unsupported YAML value {node!r}", lines.get(pointer))
+
+
+def plain_data(node: Any) -> Any:
+    """Plain JSON data from a ruamel round-trip tree (as a reader of the file would see it)."""
+    return _plain_fast(node, "")
+
+
+def _fast_yaml() -> YAML:
+    # LibYAML (ruamel.yaml.clib) parses about 5x faster than the pure-Python
+    # round-trip parser; the round trip runs only when a line is needed.
+    try:
+        return YAML(typ="safe", pure=False)
+    except Exception:  # pragma: no cover - clib missing on exotic platforms
+        return YAML(typ="safe", pure=True)
+
+
+def _yaml_error(exc: Exception) -> DocumentError:
+    if isinstance(exc, MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "malformed YAML"
+        return DocumentError(f"malformed YAML: {problem}", mark.line + 1 if mark else None)
+    return DocumentError(f"malformed YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+
+def _yaml_lines(text: str) -> dict[str, int]:
+    lines: dict[str, int] = {"": 1}
+    try:
+        _plain(YAML(typ="rt").load(text), "", lines)
+    except (YAMLError, DocumentError, ValueError):
+        pass
+    return lines
+
+
+def _plain_fast(node: Any, pointer: str) -> Any:
+    if isinstance(node, dict):
+        result = {}
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise DocumentError(f"{pointer or '/'}: mapping key {key!r} is not a string")
+            result[key] = _plain_fast(value, f"{pointer}/{escape_pointer(key)}")
+        return result
+    if isinstance(node, list):
+        return [_plain_fast(value, f"{pointer}/{index}") for index, value in enumerate(node)]
+    if node is None or isinstance(node, bool):
+        return bool(node) if node is not None else None
+    if isinstance(node, int):
+        return int(node)  # ruamel's round-trip ScalarInt and friends become plain ints
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, float):
+        if node != node or node in (float("inf"), float("-inf")):
+            raise DocumentError(f"{pointer or '/'}: NaN and infinities are not JSON values")
+        return float(node)
+    if isinstance(node, (_dt.date, _dt.datetime)):
+        return node.isoformat()
+    raise DocumentError(f"{pointer or '/'}: unsupported YAML value {node!r}")
+
+
+def parse_yaml_text(text: str, path: Path) -> SourceDocument:
+    """Parse YAML text into plain JSON data; lines are found lazily (round-trip parse)."""
+    try:
+        node = _fast_yaml().load(text)
+    except (YAMLError, ValueError, RecursionError) as exc:
+        raise _yaml_error(exc) from None
+    try:
+        data = _plain_fast(node, "")
+    except DocumentError as exc:
+        lines = _yaml_lines(text)
+        pointer = str(exc).split(":", 1)[0].rstrip("/")
+        raise DocumentError(exc.message, lines.get(pointer) if pointer != "" else 1) from None
+    return SourceDocument(path, data, lambda: _yaml_lines(text))
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def parse_json_text(text: str, path: Path) -> SourceDocument:
+    """Parse strict JSON (no duplicate keys, no NaN) with a lazily built pointer-to-line map."""
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"malformed JSON: {exc.msg}", exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        raise DocumentError(f"malformed JSON: {exc}") from None
+    return SourceDocument(path, data, lambda: json_pointer_lines(text))
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def json_pointer_lines(text: str) -> dict[str, int]:
+    """Map each JSON pointer of a valid JSON text to the 1-based line where its value starts."""
+    lines: dict[str, int] = {}
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+
+    def line_at(offset: int) -> int:
+        import bisect
+
+        return bisect.bisect_right(newlines, offset - 1) + 1
+
+    def skip(pos: int) -> int:
+        return _WS.match(text, pos).end()  # type: ignore[union-attr]
+
+    def value(pos: int, pointer: str) -> int:
+        pos = skip(pos)
+        lines.setdefault(pointer, line_at(pos))
+        char = text[pos]
+        if char == "{":
+            pos = skip(pos + 1)
+            if text[pos] == "}":
+                return pos + 1
+            while True:
+                key, pos = scanstring(text, skip(pos) + 1)
+                pos = skip(pos) + 1  # the colon
+                pos = skip(value(pos, f"{pointer}/{escape_pointer(key)}"))
+                if text[pos] == "}":
+                    return pos + 1
+                pos += 1  # the comma
+        if char == "[":
+            pos = skip(pos + 1)
+            if text[pos] == "]":
+                return pos + 1
+            index = 0
+            while True:
+                pos = skip(value(pos, f"{pointer}/{index}"))
+                index += 1
+                if text[pos] == "]":
+                    return pos + 1
+                pos += 1
+        if char == '"':
+            return scanstring(text, pos + 1)[1]
+        for literal in ("true", "false", "null"):
+            if text.startswith(literal, pos):
+                return pos + len(literal)
+        return _NUMBER.match(text, pos).end()  # type: ignore[union-attr]
+
+    try:
+        value(0, "")
+    except (IndexError, AttributeError, ValueError):
+        pass  # positions are best effort; the data itself was parsed by json
+    return lines
+
+
+# ---------------------------------------------------------------- files
+
+
+def load_document(path: Path) -> SourceDocument:
+    """Load a YAML (``.yaml``/``.yml``) or JSON file. Raises DocumentError (with line) or OSError."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DocumentError(f"not UTF-8 text (byte {exc.start})", line) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if path.suffix.lower() in YAML_SUFFIXES:
+        return parse_yaml_text(text, path)
+    return parse_json_text(text, path)

@@ -1,0 +1,214 @@
+"""Case packs on disk: the manifest, the case files and the fixtures.
+
+A pack is a directory::
+
+    pack.yaml        the manifest (pack.json is accepted too)
+    cases/           one case document per file (.yaml, .yml or .json)
+    fixtures/        files that cases refer to (documents, pages, code trees)
+
+The manifest lists every case and fixture file with its sha256 and size, and
+the pack digest is sha256 over the canonical JSON of the manifest without its
+``digest`` member. :func:`lock_manifest` (``assay pack lock``) writes those
+lists and the digest; the validator recomputes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ruamel.yaml import YAML
+
+from .documents import DocumentError, SourceDocument, load_document, plain_data
+from .errors import PackError
+from .hashing import digest_document, file_entry
+
+__all__ = [
+    "CASE_SUFFIXES",
+    "MANIFEST_NAMES",
+    "Pack",
+    "compute_digest",
+    "find_manifest",
+    "list_pack_files",
+    "lock_manifest",
+    "scan_pack",
+]
+
+MANIFEST_NAMES = ("pack.yaml", "pack.yml", "pack.json")
+CASE_SUFFIXES = frozenset({".yaml", ".yml", ".json"})
+_SKIP_DIRS = frozenset({".git", ".venv", "__pycache__", "build", "dist", "node_modules", ".pytest_cache"})
+
+
+def find_manifest(root: Path) -> Path | None:
+    """The manifest file directly inside ``root``, or None."""
+    for name in MANIFEST_NAMES:
+        candidate = root / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _walk_files(directory: Path) -> Iterator[Path]:
+    if not directory.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for filename in sorted(filenames):
+            yield Path(dirpath) / filename
+
+
+def list_pack_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The case files and fixture files present on disk, sorted by POSIX path."""
+    cases = [p for p in _walk_files(root / "cases") if p.suffix.lower() in CASE_SUFFIXES]
+    fixtures = list(_walk_files(root / "fixtures"))
+    key = lambda p: p.relative_to(root).as_posix()  # noqa: E731
+    return sorted(cases, key=key), sorted(fixtures, key=key)
+
+
+def _case_entry(root: Path, path: Path) -> dict[str, Any]:
+    shown = path.relative_to(root).as_posix()
+    try:
+        data = load_document(path).data
+    except DocumentError as exc:
+        where = f"{shown}:{exc.line}" if exc.line else shown
+        raise PackError(f"{where}: {exc.message}") from None
+    except OSError as exc:
+        raise PackError(f"{shown}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("family"), str):
+        raise PackError(f"{path.relative_to(root).as_posix()}: a case needs a string 'id' and 'family'")
+    return {"id": data["id"], "family": data["family"], **file_entry(root, path)}
+
+
+def scan_pack(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Manifest entries for the case and fixture files on disk (cases are parsed for id and family)."""
+    cases, fixtures = list_pack_files(root)
+    return [_case_entry(root, p) for p in cases], [file_entry(root, p) for p in fixtures]
+
+
+def compute_digest(manifest: dict[str, Any]) -> str:
+    """The pack digest of a manifest: canonical JSON without ``digest``, then sha256."""
+    return digest_document({k: v for k, v in manifest.items() if k != "digest"})
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A case pack registered by a plugin, read lazily from its directory."""
+
+    root: Path
+
+    @classmethod
+    def from_directory(cls, root: os.PathLike[str] | str) -> "Pack":
+        """A pack rooted at ``root`` (a directory holding ``pack.yaml``); nothing is read yet."""
+        return cls(Path(root))
+
+    @functools.cached_property
+    def manifest_path(self) -> Path:
+        """The manifest file; raises PackError when there is none."""
+        found = find_manifest(self.root)
+        if found is None:
+            raise PackError(f"{self.root}: no pack manifest ({' or '.join(MANIFEST_NAMES)})")
+        return found
+
+    @functools.cached_property
+    def manifest_document(self) -> SourceDocument:
+        """The parsed manifest with source lines; raises PackError when unreadable."""
+        try:
+            return load_document(self.manifest_path)
+        except (DocumentError, OSError) as exc:
+            raise PackError(f"{self.manifest_path}: {exc}") from None
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The manifest as plain data."""
+        data = self.manifest_document.data
+        if not isinstance(data, dict):
+            raise PackError(f"{self.manifest_path}: the manifest is not a mapping")
+        return data
+
+    @property
+    def name(self) -> str:
+        """The pack name from the manifest."""
+        return str(self.manifest.get("name", self.root.name))
+
+    @property
+    def version(self) -> str:
+        """The pack version from the manifest."""
+        return str(self.manifest.get("version", ""))
+
+    @property
+    def claimed_digest(self) -> str | None:
+        """The digest the manifest states."""
+        value = self.manifest.get("digest")
+        return value if isinstance(value, str) else None
+
+    def computed_digest(self) -> str:
+        """The digest recomputed from the files on disk (not from the manifest's claims)."""
+        manifest = dict(self.manifest)
+        manifest["cases"], manifest["fixtures"] = scan_pack(self.root)
+        return compute_digest(manifest)
+
+    def case_index(self) -> dict[str, dict[str, Any]]:
+        """Case id to its manifest entry (id, family, path, sha256, size), without parsing case files."""
+        return {
+            entry["id"]: entry
+            for entry in self.manifest.get("cases", [])
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str)
+        }
+
+    def case_documents(self) -> Iterator[SourceDocument]:
+        """Every case document listed in the manifest, parsed (raises PackError on the first unreadable one)."""
+        for entry in self.manifest.get("cases", []):
+            path = self.root / entry["path"]
+            try:
+                yield load_document(path)
+            except (DocumentError, OSError) as exc:
+                raise PackError(f"{path}: {exc}") from None
+
+    def cases(self) -> dict[str, dict[str, Any]]:
+        """Case id to case data for every listed case."""
+        return {doc.data["id"]: doc.data for doc in self.case_documents() if isinstance(doc.data, dict)}
+
+
+def lock_manifest(root: Path) -> str:
+    """Rewrite the manifest's ``cases``, ``fixtures`` and ``digest`` from the files on disk.
+
+    Comments and key order of a YAML manifest survive (ruamel round trip); the
+    write is atomic. Returns the new digest.
+    """
+    manifest_path = find_manifest(root)
+    if manifest_path is None:
+        raise PackError(f"{root}: no pack manifest ({' or '.join(MANIFEST_NAMES)})")
+    case_entries, fixture_entries = scan_pack(root)
+    is_yaml = manifest_path.suffix != ".json"
+    if is_yaml:
+        yaml = YAML(typ="rt")
+        yaml.width = 4096
+        yaml.indent(mapping=2, sequence=4, offset=2)
+        document = yaml.load(manifest_path.read_text(encoding="utf-8"))
+    else:
+        document = json.loads(manifest_path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict):
+        raise PackError(f"{manifest_path}: the manifest is not a mapping")
+    document["cases"] = case_entries
+    document["fixtures"] = fixture_entries
+    # Hash exactly what a reader will parse, so lock and validate always agree.
+    digest = compute_digest(plain_data(document))
+    document["digest"] = digest
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=".pack.", suffix=manifest_path.suffix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if is_yaml:
+                yaml.dump(document, handle)
+            else:
+                json.dump(document, handle, indent=2, ensure_ascii=False)
+                handle.write("\n")
+        os.replace(tmp, manifest_path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return digest

@@ -1,0 +1,240 @@
+"""Finding, loading and registering plugins.
+
+Loading is explicit: nothing happens at import time. :func:`load_plugins`
+builds a fresh :class:`PluginHost` that registers the built-in modules of
+:data:`DEFAULT_PLUGINS` and every entry point of the ``assay`` group, then
+collects the components each plugin registers through the ``register_*``
+hooks into a host-owned :class:`Registry`.
+
+Environment switches (read by :func:`load_plugins`):
+
+``ASSAY_PLUGINS``
+    Comma-separated allow-list of entry-point plugin names; only these load.
+``ASSAY_BLOCK_PLUGINS``
+    Comma-separated plugin names (entry-point names or built-in module
+    paths) that are never loaded.
+``ASSAY_DISABLE_PLUGIN_AUTOLOAD``
+    When set to a non-empty value other than ``0``, no entry points load.
+``ASSAY_TRACE_HOOKS``
+    When set, every hook call is printed to standard error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as metadata
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import pluggy
+
+from . import __version__, hookspecs
+from .errors import DuplicateNameError, PluginError
+
+__all__ = [
+    "DEFAULT_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "KINDS",
+    "PluginHost",
+    "Registration",
+    "Registry",
+    "load_plugins",
+]
+
+ENTRY_POINT_GROUP = "assay"
+
+#: Built-in plugins, registered through the same hooks as third-party ones.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "assay.default_plugins.families",
+    "assay.default_plugins.defenses",
+    "assay.default_plugins.oracles",
+    "assay.default_plugins.metrics",
+    "assay.default_plugins.commands",
+)
+
+#: Component kinds, each registered through the hook ``register_<kind>``.
+KINDS: tuple[str, ...] = (
+    "packs",
+    "families",
+    "backends",
+    "judges",
+    "oracles",
+    "metrics",
+    "sandboxes",
+    "defenses",
+    "executors",
+    "commands",
+)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A registered component and the plugin, distribution and version it came from."""
+
+    kind: str
+    name: str
+    component: Any
+    plugin: str
+    distribution: str | None
+    version: str | None
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description, as ``assay plugins --json`` and run manifests show it."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "version": self.version,
+        }
+
+
+class Registry:
+    """Components by kind and name, owned by one :class:`PluginHost`."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
+
+    def add(self, registration: Registration) -> None:
+        """Record a component; a second one of the same kind and name raises DuplicateNameError."""
+        table = self._by_kind[registration.kind]
+        existing = table.get(registration.name)
+        if existing is not None:
+            raise DuplicateNameError(
+                registration.kind[:-1] if registration.kind != "families" else "family",
+                registration.name,
+                existing.plugin,
+                registration.plugin,
+            )
+        table[registration.name] = registration
+
+    def get(self, kind: str, name: str) -> Any | None:
+        """The component of that kind and name, or None."""
+        registration = self._by_kind[kind].get(name)
+        return None if registration is None else registration.component
+
+    def names(self, kind: str) -> list[str]:
+        """The sorted names of every component of a kind."""
+        return sorted(self._by_kind[kind])
+
+    def items(self, kind: str) -> dict[str, Any]:
+        """Name to component for one kind, sorted by name."""
+        return {name: self._by_kind[kind][name].component for name in self.names(kind)}
+
+    def registrations(self) -> Iterator[Registration]:
+        """Every registration, by kind (in KINDS order) then name."""
+        for kind in KINDS:
+            table = self._by_kind[kind]
+            for name in sorted(table):
+                yield table[name]
+
+
+def _component_name(kind: str, component: Any) -> str:
+    name = getattr(component, "name", None)
+    if not isinstance(name, str) or not name:
+        raise PluginError(f"a {kind} component must have a non-empty string 'name', got {component!r}")
+    return name
+
+
+def _split(value: str | None) -> set[str]:
+    return {part.strip() for part in (value or "").split(",") if part.strip()}
+
+
+def _truthy(value: str | None) -> bool:
+    return bool(value) and value not in ("0", "false", "no")
+
+
+class PluginHost:
+    """One pluggy manager plus the registry its plugins filled.
+
+    Create it with :func:`load_plugins`; tests may create an empty one and
+    :meth:`register` throwaway plugin objects.
+    """
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager("assay")
+        self.pm.add_hookspecs(hookspecs)
+        self.registry = Registry()
+        self._sources: dict[str, tuple[str | None, str | None]] = {}
+
+    def register(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> None:
+        """Register one plugin object and collect the components it registers."""
+        if self.pm.get_plugin(name) is not None:
+            raise PluginError(f"plugin {name!r} is registered twice")
+        self.pm.register(plugin, name=name)
+        self._sources[name] = (distribution, version)
+        self.pm.check_pending()
+        for kind in KINDS:
+            hook = getattr(self.pm.hook, f"register_{kind}")
+            for impl in hook.get_hookimpls():
+                if impl.plugin_name == name:
+                    impl.function(register=self._registrar(kind, name))
+
+    def _registrar(self, kind: str, plugin_name: str) -> Callable[[object], None]:
+        distribution, version = self._sources[plugin_name]
+
+        def register(component: object) -> None:
+            self.registry.add(
+                Registration(kind, _component_name(kind, component), component, plugin_name, distribution, version)
+            )
+
+        return register
+
+    def plugin_names(self) -> list[str]:
+        """Names of every registered plugin, sorted."""
+        return sorted(name for name, _ in self.pm.list_name_plugin())
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every registered component with its plugin, distribution and version (for provenance)."""
+        return [registration.describe() for registration in self.registry.registrations()]
+
+
+def _entry_points() -> Iterable[metadata.EntryPoint]:
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def load_plugins(
+    *,
+    environ: Mapping[str, str] | None = None,
+    entry_points: Callable[[], Iterable[metadata.EntryPoint]] = _entry_points,
+    defaults: Iterable[str] = DEFAULT_PLUGINS,
+) -> PluginHost:
+    """Build a host with the built-in plugins and the ``assay`` entry points.
+
+    ``environ`` defaults to :data:`os.environ`; see the module docstring for
+    the switches it reads. Raises :class:`PluginError` when a plugin fails to
+    import and :class:`DuplicateNameError` when two plugins register the same
+    component name.
+    """
+    env = os.environ if environ is None else environ
+    blocked = _split(env.get("ASSAY_BLOCK_PLUGINS"))
+    allowed = _split(env.get("ASSAY_PLUGINS"))
+    host = PluginHost()
+    if _truthy(env.get("ASSAY_TRACE_HOOKS")):
+        host.pm.trace.root.setwriter(sys.stderr.write)
+        host.pm.enable_tracing()
+
+    for module_name in defaults:
+        if module_name in blocked:
+            continue
+        host.register(importlib.import_module(module_name), module_name, distribution="assay", version=__version__)
+
+    if _truthy(env.get("ASSAY_DISABLE_PLUGIN_AUTOLOAD")):
+        return host
+    for entry_point in sorted(entry_points(), key=lambda ep: ep.name):
+        if entry_point.name in blocked or (allowed and entry_point.name not in allowed):
+            continue
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:  # a broken third-party plugin must be named, not crash opaquely
+            raise PluginError(f"plugin {entry_point.name!r} ({entry_point.value}) failed to load: {exc}") from exc
+        dist = getattr(entry_point, "dist", None)
+        host.register(
+            plugin,
+            entry_point.name,
+            distribution=dist.name if dist else None,
+            version=dist.version if dist else None,
+        )
+    return host

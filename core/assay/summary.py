@@ -1,0 +1,92 @@
+"""Metrics summaries: computing them from rows, and comparing claims with them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from .components import MetricContext, MetricValue
+from .errors import UsageError
+from .plugins import Registry
+from .schemas import CURRENT_SPEC_VERSION
+
+__all__ = ["MetricMismatch", "compare_claims", "compute_metrics", "summary_document"]
+
+_NUMBER_FIELDS = ("value", "numerator", "denominator", "ci_low", "ci_high")
+_REL_TOL = 1e-9
+_ABS_TOL = 1e-12
+
+
+def compute_metrics(
+    rows: Sequence[Mapping[str, Any]],
+    context: MetricContext,
+    registry: Registry,
+    names: Iterable[str] | None = None,
+) -> list[MetricValue]:
+    """Compute the named metrics (default: every registered one) in name order."""
+    wanted = registry.names("metrics") if names is None else sorted(set(names))
+    values: list[MetricValue] = []
+    for name in wanted:
+        metric = registry.get("metrics", name)
+        if metric is None:
+            raise UsageError(f"unknown metric {name!r}")
+        values.extend(metric.compute(rows, context))
+    return values
+
+
+def summary_document(values: Iterable[MetricValue]) -> dict[str, Any]:
+    """A metrics-summary document, keeping only metrics that produced a value."""
+    return {"spec_version": CURRENT_SPEC_VERSION, "metrics": [value.to_document() for value in values]}
+
+
+def _group_id(metric: str, group: Mapping[str, Any]) -> tuple:
+    return (metric, tuple(sorted((str(k), str(v)) for k, v in group.items())))
+
+
+def _same(claimed: Any, actual: Any) -> bool:
+    if isinstance(claimed, bool) or isinstance(actual, bool):
+        return claimed is actual
+    if isinstance(claimed, (int, float)) and isinstance(actual, (int, float)):
+        return math.isclose(claimed, actual, rel_tol=_REL_TOL, abs_tol=_ABS_TOL)
+    if isinstance(claimed, Mapping) and isinstance(actual, Mapping):
+        return claimed.keys() == actual.keys() and all(_same(claimed[k], actual[k]) for k in claimed)
+    return claimed == actual
+
+
+@dataclass(frozen=True)
+class MetricMismatch:
+    """One claimed number that the rows do not reproduce; ``index`` is its position in the claims."""
+
+    index: int
+    field: str
+    message: str
+
+
+def compare_claims(claims: Sequence[Mapping[str, Any]], recomputed: Sequence[MetricValue]) -> list[MetricMismatch]:
+    """Every claimed entry whose numbers differ from the recomputed ones, or that cannot be recomputed."""
+    actual = {_group_id(value.metric, value.group): value.to_document() for value in recomputed}
+    seen: dict[tuple, int] = {}
+    problems: list[MetricMismatch] = []
+    for index, claim in enumerate(claims):
+        ident = _group_id(claim["metric"], claim["group"])
+        if ident in seen:
+            problems.append(MetricMismatch(index, "group", f"{claim['metric']} {claim['group']} is claimed twice (first at index {seen[ident]})"))
+            continue
+        seen[ident] = index
+        truth = actual.get(ident)
+        if truth is None:
+            problems.append(MetricMismatch(index, "group", f"{claim['metric']} has no rows for group {claim['group']}"))
+            continue
+        for name in (*_NUMBER_FIELDS, "detail"):
+            if name not in claim and name not in truth:
+                continue
+            if not _same(claim.get(name), truth.get(name)):
+                problems.append(
+                    MetricMismatch(
+                        index,
+                        name,
+                        f"{claim['metric']} {name} claimed {claim.get(name)!r}, recomputed {truth.get(name)!r}",
+                    )
+                )
+    return problems

@@ -1,0 +1,306 @@
+"""Validating a result bundle: seal, provenance, pack identity, completeness, metrics.
+
+The order of checks follows trust: first that every file is what the seal
+says, then that each document fits the spec, then that names resolve, then
+that the planned matrix is complete, and last that every claimed number is
+reproduced by the metric plugins from the rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from ..bundle import BUNDLE_MANIFEST
+from ..components import MetricContext
+from ..documents import DocumentError, SourceDocument
+from ..hashing import digest_document, digest_file
+from ..packs import Pack, compute_digest
+from ..plugins import Registry
+from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
+from ..summary import compare_claims, compute_metrics
+from ._common import check_schema, get, read_document, safe_child
+from ._report import Rank, Report
+
+__all__ = ["validate_bundle"]
+
+#: Findings of one kind listed per file before the rest are summarised.
+_MAX_LISTED = 20
+
+
+def _check_seal(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name, report: Report) -> None:
+    listed: set[str] = set()
+    for index, entry in enumerate(get(manifest, "files", default=[]) or []):
+        relative = get(entry, "path")
+        if not isinstance(relative, str):
+            continue
+        pointer = f"/files/{index}"
+        listed.add(relative)
+        path = safe_child(root, relative)
+        if path is None:
+            report.add(name(BUNDLE_MANIFEST), f"{relative} points outside the bundle", rank=Rank.INTEGRITY, code="path-escape", line=bundle_doc.line_of(pointer), pointer=pointer)
+        elif not path.is_file():
+            report.add(name(relative), "listed in bundle.json but missing", rank=Rank.INTEGRITY, code="missing-file")
+        else:
+            actual, size = digest_file(path)
+            if actual != get(entry, "sha256"):
+                report.add(name(relative), f"digest mismatch: bundle.json lists {get(entry, 'sha256')}, file has {actual}", rank=Rank.INTEGRITY, code="file-digest")
+            elif size != get(entry, "size"):
+                report.add(name(relative), f"size mismatch: bundle.json lists {get(entry, 'size')}, file has {size}", rank=Rank.INTEGRITY, code="file-size")
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            report.add(name(relative), "symbolic links are not allowed in a bundle", rank=Rank.INTEGRITY, code="link")
+        elif path.is_file() and relative != BUNDLE_MANIFEST and relative not in listed:
+            report.add(name(relative), "file is not listed in bundle.json, so the seal does not cover it", rank=Rank.INTEGRITY, code="unlisted-file")
+
+
+def _resolve_pack(identity: dict[str, Any], registry: Registry, pack_root: Path | None) -> tuple[Pack | None, str]:
+    if pack_root is not None:
+        return Pack.from_directory(pack_root), str(pack_root)
+    pack = registry.get("packs", identity.get("name"))
+    return pack, f"installed pack {identity.get('name')}"
+
+
+def _pack_intact(pack: Pack) -> str | None:
+    """Why an installed pack cannot be trusted, or None (hashes only: fast enough for every bundle)."""
+    manifest = pack.manifest
+    if compute_digest(manifest) != manifest.get("digest"):
+        return "its manifest digest does not match its contents"
+    for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
+        path = safe_child(pack.root, entry["path"])
+        if path is None or not path.is_file() or digest_file(path)[0] != entry["sha256"]:
+            return f"{entry['path']} does not match its manifest"
+    return None
+
+
+def validate_bundle(root: Path, report: Report, registry: Registry, *, label: str, pack_root: Path | None = None) -> None:
+    """Validate a bundle directory, recording findings in ``report``."""
+
+    def name(relative: str) -> str:
+        return f"{label}/{relative}"
+
+    bundle_doc = read_document(root / BUNDLE_MANIFEST, name(BUNDLE_MANIFEST), report)
+    if bundle_doc is None:
+        return
+    manifest = bundle_doc.data
+    if not isinstance(manifest, dict) or not check_schema(bundle_doc, "bundle", name(BUNDLE_MANIFEST), report):
+        return
+    _check_seal(root, manifest, bundle_doc, name, report)
+
+    # ------------------------------------------------------------ run manifest
+    run_rel = manifest["run_manifest"]["path"]
+    run_path = safe_child(root, run_rel)
+    if run_path is None or not run_path.is_file():
+        return
+    run_doc = read_document(run_path, name(run_rel), report)
+    if run_doc is None or not isinstance(run_doc.data, dict) or not check_schema(run_doc, "run_manifest", name(run_rel), report):
+        return
+    run = run_doc.data
+    if digest_document(run) != manifest["run_manifest"]["digest"]:
+        report.add(name(BUNDLE_MANIFEST), f"run manifest digest mismatch: bundle.json says {manifest['run_manifest']['digest']}, {run_rel} gives {digest_document(run)}", rank=Rank.INTEGRITY, code="run-digest", line=bundle_doc.line_of("/run_manifest/digest"), pointer="/run_manifest/digest")
+    report.facts["run_id"] = run["run_id"]
+
+    # ------------------------------------------------------------ pack identity
+    identity = manifest["pack"]
+    report.facts["pack"] = identity
+    if run["pack"] != identity:
+        report.add(name(BUNDLE_MANIFEST), f"pack identity differs from the run manifest's ({run['pack']})", rank=Rank.INTEGRITY, code="pack-identity", line=bundle_doc.line_of("/pack"), pointer="/pack")
+    pack, where = _resolve_pack(identity, registry, pack_root)
+    case_index: dict[str, dict[str, Any]] = {}
+    if pack is None:
+        report.add(name(BUNDLE_MANIFEST), f"pack {identity['name']}@{identity['version']} is not installed; install it or pass --pack DIR", rank=Rank.REFERENCE, code="unknown-pack", line=bundle_doc.line_of("/pack/name"), pointer="/pack/name")
+    else:
+        try:
+            problem = _pack_intact(pack)
+            pack_manifest = pack.manifest
+        except Exception as exc:  # an unreadable pack is a finding, not a crash
+            problem, pack_manifest = f"it cannot be read ({exc})", {}
+        if problem is not None:
+            report.add(name(BUNDLE_MANIFEST), f"{where} is not intact: {problem} (run 'assay validate' on it)", rank=Rank.INTEGRITY, code="pack-integrity", line=bundle_doc.line_of("/pack"), pointer="/pack")
+        elif pack_manifest.get("version") != identity["version"] or pack_manifest.get("digest") != identity["digest"]:
+            report.add(
+                name(BUNDLE_MANIFEST),
+                f"pack identity mismatch: bundle names {identity['name']}@{identity['version']} {identity['digest']}, {where} is {pack_manifest.get('name')}@{pack_manifest.get('version')} {pack_manifest.get('digest')}",
+                rank=Rank.INTEGRITY,
+                code="pack-identity",
+                line=bundle_doc.line_of("/pack/digest"),
+                pointer="/pack/digest",
+            )
+        else:
+            case_index = pack.case_index()
+
+    plan = run["plan"]
+    if case_index:
+        for position, case_id in enumerate(plan["cases"]):
+            if case_id not in case_index:
+                pointer = f"/plan/cases/{position}"
+                report.add(name(run_rel), f"planned case {case_id!r} is not in pack {identity['name']}@{identity['version']}", rank=Rank.REFERENCE, code="unknown-case", line=run_doc.line_of(pointer), pointer=pointer)
+    _check_run_references(run, run_doc, name(run_rel), registry, report)
+
+    # ------------------------------------------------------------ rows
+    rows_rel = manifest["rows"]["path"]
+    rows_path = safe_child(root, rows_rel)
+    if rows_path is None or not rows_path.is_file():
+        return
+    rows = _check_rows(rows_path, name(rows_rel), plan, case_index, registry, report)
+    if rows is None:
+        return
+    if len(rows) != manifest["rows"]["count"]:
+        report.add(name(BUNDLE_MANIFEST), f"rows count says {manifest['rows']['count']}, {rows_rel} has {len(rows)}", rank=Rank.INTEGRITY, code="row-count", line=bundle_doc.line_of("/rows/count"), pointer="/rows/count")
+    report.facts["rows"] = len(rows)
+
+    # ------------------------------------------------------------ metrics
+    metrics_rel = manifest["metrics"]["path"]
+    metrics_path = safe_child(root, metrics_rel)
+    if metrics_path is None or not metrics_path.is_file():
+        return
+    metrics_doc = read_document(metrics_path, name(metrics_rel), report)
+    if metrics_doc is None or not isinstance(metrics_doc.data, dict) or not check_schema(metrics_doc, "metrics_summary", name(metrics_rel), report):
+        return
+    claims = metrics_doc.data["metrics"]
+    if digest_document(metrics_doc.data) != manifest["metrics"]["digest"]:
+        report.add(name(BUNDLE_MANIFEST), f"metrics digest mismatch: bundle.json says {manifest['metrics']['digest']}, {metrics_rel} gives {digest_document(metrics_doc.data)}", rank=Rank.INTEGRITY, code="metrics-digest", line=bundle_doc.line_of("/metrics/digest"), pointer="/metrics/digest")
+    known = set(registry.names("metrics"))
+    names = set()
+    for index, claim in enumerate(claims):
+        if claim["metric"] not in known:
+            pointer = f"/metrics/{index}/metric"
+            report.add(name(metrics_rel), f"metric {claim['metric']!r} is not a registered plugin", rank=Rank.REFERENCE, code="unknown-metric", line=metrics_doc.line_of(pointer), pointer=pointer)
+        else:
+            names.add(claim["metric"])
+    cases = {case_id: {"family": entry.get("family")} for case_id, entry in case_index.items()}
+    context = MetricContext(plan=plan, cases=cases)
+    try:
+        recomputed = compute_metrics(rows, context, registry, names)
+    except Exception as exc:  # a metric plugin failing on hostile rows must not crash validation
+        report.add(name(metrics_rel), f"metrics could not be recomputed: {type(exc).__name__}: {exc}", rank=Rank.METRICS, code="metric-error")
+        return
+    mismatches = compare_claims([c for c in claims if c["metric"] in names], recomputed)
+    claimed_index = [i for i, c in enumerate(claims) if c["metric"] in names]
+    for mismatch in mismatches[:_MAX_LISTED]:
+        pointer = f"/metrics/{claimed_index[mismatch.index]}"
+        field_pointer = pointer + ("" if mismatch.field == "group" else f"/{mismatch.field}")
+        report.add(name(metrics_rel), mismatch.message, rank=Rank.METRICS, code="metric-mismatch", line=metrics_doc.line_of(field_pointer), pointer=field_pointer)
+    if len(mismatches) > _MAX_LISTED:
+        report.add(name(metrics_rel), f"{len(mismatches) - _MAX_LISTED} more claimed numbers are not reproduced", rank=Rank.METRICS, code="metric-mismatch")
+    report.facts["metrics_checked"] = len(claimed_index)
+
+
+def _check_run_references(run: dict[str, Any], run_doc: SourceDocument, name: str, registry: Registry, report: Report) -> None:
+    def add(pointer: str, message: str, code: str) -> None:
+        report.add(name, message, rank=Rank.REFERENCE, code=code, line=run_doc.line_of(pointer), pointer=pointer)
+
+    planned = set(run["plan"]["conditions"])
+    described = {condition["id"] for condition in run["conditions"]}
+    for missing in sorted(planned - described):
+        add("/conditions", f"planned condition {missing!r} has no entry in conditions", "undescribed-condition")
+    for index, condition in enumerate(run["conditions"]):
+        if condition["kind"] != "defense":
+            continue
+        defense = registry.get("defenses", condition["id"])
+        if defense is None:
+            add(f"/conditions/{index}/id", f"defense {condition['id']!r} is not a registered plugin", "unknown-defense")
+        elif defense.document.get("digest") != condition["digest"]:
+            add(f"/conditions/{index}/digest", f"defense {condition['id']} digest {condition['digest']} differs from the registered policy's {defense.document.get('digest')}", "defense-digest")
+    for index, judge in enumerate(run["judges"]):
+        if registry.get("judges", judge["name"]) is None:
+            add(f"/judges/{index}/name", f"judge {judge['name']!r} is not a registered plugin", "unknown-judge")
+    planned_endpoints = set(run["plan"]["endpoints"])
+    described_endpoints = {endpoint["id"] for endpoint in run["endpoints"]}
+    for missing in sorted(planned_endpoints - described_endpoints):
+        add("/endpoints", f"planned endpoint {missing!r} has no entry in endpoints", "undescribed-endpoint")
+
+
+def _row_error(report: Report, file: str, line: int, pointer: str, message: str, rank: Rank, code: str, counts: dict[str, int]) -> None:
+    counts[code] = counts.get(code, 0) + 1
+    if counts[code] <= _MAX_LISTED:
+        report.add(file, message, rank=rank, code=code, line=line, pointer=pointer)
+
+
+def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[str, Any], registry: Registry, report: Report) -> list[dict[str, Any]] | None:
+    """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded)."""
+    schemas = spec_schemas(SUPPORTED_MAJORS[-1])
+    plan_sets = {
+        "case_id": set(plan["cases"]),
+        "endpoint": set(plan["endpoints"]),
+        "condition": set(plan["conditions"]),
+        "seed": set(plan["seeds"]),
+        "epoch": set(range(plan["epochs"])),
+        "protocol": set(plan["protocols"]),
+    }
+    stages = set(plan["stages"])
+    judges = set(registry.names("judges"))
+    counts: dict[str, int] = {}
+    seen: dict[tuple, int] = {}
+    rows: list[dict[str, Any]] = []
+    case_digests = {case_id: entry.get("sha256") for case_id, entry in case_index.items()}
+    with open(path, "rb") as handle:
+        raw_lines = handle.read().split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    else:
+        report.add(file, "the last row does not end with a newline (truncated file?)", rank=Rank.UNREADABLE, code="truncated", line=len(raw_lines))
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            row = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            _row_error(report, file, number, "", f"not a JSON row: {str(exc).splitlines()[0]}", Rank.UNREADABLE, "parse", counts)
+            continue
+        if not isinstance(row, dict):
+            _row_error(report, file, number, "", "a row must be a JSON object", Rank.SCHEMA, "schema:type", counts)
+            continue
+        version = row.get("spec_version")
+        if major_of(version) not in SUPPORTED_MAJORS:
+            _row_error(report, file, number, "/spec_version", f"spec_version {version!r} is not supported", Rank.SCHEMA, "spec-version", counts)
+            continue
+        if not schemas.is_valid("result_row", row):
+            violation = schemas.violations("result_row", row)[0]
+            _row_error(report, file, number, violation.pointer, violation.message, Rank.SCHEMA, "schema", counts)
+            continue
+        key = row["key"]
+        ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"], key["protocol"])
+        if ident in seen:
+            _row_error(report, file, number, "/key", f"duplicate row: same key as line {seen[ident]}", Rank.COMPLETENESS, "duplicate-row", counts)
+            continue
+        seen[ident] = number
+        outside = [field for field, value in key.items() if value not in plan_sets[field]]
+        if outside:
+            _row_error(report, file, number, f"/key/{outside[0]}", f"{outside[0]} {key[outside[0]]!r} is not in the run's plan", Rank.COMPLETENESS, "unplanned-row", counts)
+            continue
+        expected_digest = case_digests.get(key["case_id"])
+        if expected_digest is not None and row["case_digest"] != expected_digest:
+            _row_error(report, file, number, "/case_digest", f"case_digest differs from the pack's {key['case_id']} ({expected_digest})", Rank.INTEGRITY, "case-digest", counts)
+        row_stages = row["stages"]
+        extra = sorted(set(row_stages) - stages)
+        if extra:
+            _row_error(report, file, number, f"/stages/{extra[0]}", f"stage {extra[0]!r} is not in the run's plan", Rank.REFERENCE, "unplanned-stage", counts)
+        semantic, audit = row_stages.get("semantic"), row_stages.get("audit")
+        if semantic is not None and audit is not None and audit["selected"] != (semantic["core_fail"] is True):
+            _row_error(report, file, number, "/stages/audit/selected", "the audit must select exactly the CoreFail rows (selected differs from semantic.core_fail)", Rank.REFERENCE, "audit-gate", counts)
+        for stage_name, outcome in row_stages.items():
+            producer = outcome["produced_by"]
+            if producer["kind"] == "judge" and producer["name"] not in judges:
+                _row_error(report, file, number, f"/stages/{stage_name}/produced_by/name", f"judge {producer['name']!r} is not a registered plugin", Rank.REFERENCE, "unknown-judge", counts)
+        rows.append(row)
+    for code, count in counts.items():
+        if count > _MAX_LISTED:
+            report.add(file, f"{count - _MAX_LISTED} more rows with the same problem ({code})", rank=Rank.SCHEMA, code=code)
+
+    expected_total = 1
+    for field in ("case_id", "endpoint", "condition", "seed", "epoch", "protocol"):
+        expected_total *= len(plan_sets[field])
+    if len(seen) < expected_total:
+        gaps = []
+        for combo in itertools.product(
+            plan["cases"], plan["endpoints"], plan["conditions"], plan["seeds"], range(plan["epochs"]), plan["protocols"]
+        ):
+            if combo not in seen:
+                gaps.append(combo)
+        for combo in gaps[:_MAX_LISTED]:
+            report.add(file, "missing row: case {} x endpoint {} x condition {} x seed {} x epoch {} x protocol {}".format(*combo), rank=Rank.COMPLETENESS, code="missing-row")
+        if len(gaps) > _MAX_LISTED:
+            report.add(file, f"{len(gaps) - _MAX_LISTED} more planned rows are missing ({len(gaps)} of {expected_total})", rank=Rank.COMPLETENESS, code="missing-row")
+    return rows

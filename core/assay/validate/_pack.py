@@ -1,0 +1,153 @@
+"""Validating a case pack directory: manifest, file hashes, pack digest, cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..hashing import digest_file
+from ..packs import compute_digest, find_manifest, list_pack_files
+from ..plugins import Registry
+from ._case import check_case_references
+from ._common import check_schema, display, get, read_document, safe_child
+from ._report import Rank, Report
+
+__all__ = ["validate_pack"]
+
+
+def _check_files(root: Path, manifest_doc, manifest_name: str, section: str, report: Report, label: str) -> dict[str, int]:
+    """Compare the manifest's listing of one section with the files on disk; returns path -> index."""
+    entries = get(manifest_doc.data, section, default=[])
+    listed: dict[str, int] = {}
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        relative = get(entry, "path")
+        if not isinstance(relative, str):
+            continue
+        pointer = f"/{section}/{index}"
+        line = manifest_doc.line_of(pointer)
+        if relative in listed:
+            report.add(manifest_name, f"{relative} is listed twice", rank=Rank.INTEGRITY, code="duplicate-file", line=line, pointer=pointer)
+            continue
+        listed[relative] = index
+        path = safe_child(root, relative)
+        shown = display(root / relative, root, label)
+        if path is None:
+            report.add(manifest_name, f"{relative} points outside the pack", rank=Rank.INTEGRITY, code="path-escape", line=line, pointer=pointer)
+        elif not path.is_file():
+            report.add(shown, f"listed in the manifest ({manifest_name}:{line}) but missing", rank=Rank.INTEGRITY, code="missing-file")
+        else:
+            actual, size = digest_file(path)
+            claimed = get(entry, "sha256")
+            if actual != claimed:
+                report.add(
+                    shown,
+                    f"digest mismatch: manifest lists {claimed}, file has {actual}; the pack digest no longer covers this file",
+                    rank=Rank.INTEGRITY,
+                    code="file-digest",
+                )
+            elif size != get(entry, "size"):
+                report.add(shown, f"size mismatch: manifest lists {get(entry, 'size')}, file has {size}", rank=Rank.INTEGRITY, code="file-size")
+    return listed
+
+
+def validate_pack(root: Path, report: Report, registry: Registry, *, label: str | None = None) -> dict[str, Any] | None:
+    """Validate a pack directory. Returns the manifest data when it could be read."""
+    label = label or str(root)
+    manifest_path = find_manifest(root)
+    if manifest_path is None:
+        report.add(label, "no pack manifest (pack.yaml or pack.json)", rank=Rank.UNREADABLE, code="no-manifest")
+        return None
+    manifest_name = display(manifest_path, root, label)
+    manifest_doc = read_document(manifest_path, manifest_name, report)
+    if manifest_doc is None:
+        return None
+    manifest = manifest_doc.data
+    if not isinstance(manifest, dict):
+        report.add(manifest_name, "the manifest must be a mapping", rank=Rank.SCHEMA, code="schema:type", line=1)
+        return None
+    check_schema(manifest_doc, "pack", manifest_name, report)
+    report.facts.update({"name": manifest.get("name"), "version": manifest.get("version"), "digest": manifest.get("digest")})
+
+    listed_cases = _check_files(root, manifest_doc, manifest_name, "cases", report, label)
+    listed_fixtures = _check_files(root, manifest_doc, manifest_name, "fixtures", report, label)
+    disk_cases, disk_fixtures = list_pack_files(root)
+    for path, listed in ((p, listed_cases) for p in disk_cases):
+        if path.relative_to(root).as_posix() not in listed:
+            report.add(display(path, root, label), "case file is not listed in the manifest, so the pack digest does not cover it", rank=Rank.INTEGRITY, code="unlisted-file")
+    for path in disk_fixtures:
+        if path.relative_to(root).as_posix() not in listed_fixtures:
+            report.add(display(path, root, label), "fixture is not listed in the manifest, so the pack digest does not cover it", rank=Rank.INTEGRITY, code="unlisted-file")
+
+    claimed = manifest.get("digest")
+    if isinstance(claimed, str):
+        recomputed = compute_digest(manifest)
+        if recomputed != claimed:
+            report.add(
+                manifest_name,
+                f"pack digest mismatch: manifest says {claimed}, its contents give {recomputed}",
+                rank=Rank.INTEGRITY,
+                code="pack-digest",
+                line=manifest_doc.line_of("/digest"),
+                pointer="/digest",
+            )
+
+    declared_families = set(manifest.get("families") or []) if isinstance(manifest.get("families"), list) else set()
+    for index, family in enumerate(manifest.get("families") or [] if isinstance(manifest.get("families"), list) else []):
+        if isinstance(family, str) and registry.get("families", family) is None:
+            pointer = f"/families/{index}"
+            report.add(manifest_name, f"family {family!r} is not a registered plugin", rank=Rank.REFERENCE, code="unknown-family", line=manifest_doc.line_of(pointer), pointer=pointer)
+
+    case_ids: dict[str, str] = {}
+    case_kinds: dict[str, str] = {}
+    companions: list[tuple[str, Any, str]] = []
+    # Unlisted case files are parsed too: a malformed one deserves its own line.
+    to_parse = dict(listed_cases)
+    for path in disk_cases:
+        to_parse.setdefault(path.relative_to(root).as_posix(), None)
+    for relative, index in sorted(to_parse.items()):
+        path = safe_child(root, relative)
+        if path is None or not path.is_file():
+            continue
+        name = display(path, root, label)
+        document = read_document(path, name, report)
+        if document is None:
+            continue
+        check_schema(document, "case", name, report)
+        case = document.data
+        if not isinstance(case, dict):
+            continue
+        case_id = case.get("id")
+        entry = manifest["cases"][index] if index is not None else {}
+        for field in ("id", "family"):
+            if index is not None and isinstance(case.get(field), str) and get(entry, field) != case.get(field):
+                pointer = f"/cases/{index}/{field}"
+                report.add(manifest_name, f"manifest lists {field} {get(entry, field)!r} for {relative}, the file says {case.get(field)!r}", rank=Rank.INTEGRITY, code="index-mismatch", line=manifest_doc.line_of(pointer), pointer=pointer)
+        if isinstance(case_id, str):
+            if case_id in case_ids:
+                report.add(name, f"case id {case_id!r} is already used by {case_ids[case_id]}", rank=Rank.REFERENCE, code="duplicate-id", line=document.line_of("/id"), pointer="/id")
+            else:
+                case_ids[case_id] = name
+                case_kinds[case_id] = str(case.get("kind"))
+        family = case.get("family")
+        if isinstance(family, str) and declared_families and family not in declared_families:
+            report.add(name, f"family {family!r} is not declared in the manifest's families", rank=Rank.REFERENCE, code="undeclared-family", line=document.line_of("/family"), pointer="/family")
+        check_case_references(document, name, report, registry, fixture_root=root, listed_fixtures=set(listed_fixtures))
+        if isinstance(case.get("benign_companion"), str):
+            companions.append((name, document, case["benign_companion"]))
+
+    # Cross-case references, checked once every id is known.
+    for name, document, companion in companions:
+        line = document.line_of("/benign_companion")
+        if companion not in case_ids:
+            report.add(name, f"benign companion {companion!r} is not a case of this pack", rank=Rank.REFERENCE, code="unknown-case", line=line, pointer="/benign_companion")
+        elif case_kinds[companion] != "benign":
+            report.add(name, f"benign companion {companion!r} is a {case_kinds[companion]} case, not a benign one", rank=Rank.REFERENCE, code="companion-kind", line=line, pointer="/benign_companion")
+    splits = manifest.get("splits")
+    if isinstance(splits, dict):
+        for split, members in splits.items():
+            for position, member in enumerate(members if isinstance(members, list) else []):
+                if isinstance(member, str) and member not in case_ids:
+                    pointer = f"/splits/{split}/{position}"
+                    report.add(manifest_name, f"split {split!r} names unknown case {member!r}", rank=Rank.REFERENCE, code="unknown-case", line=manifest_doc.line_of(pointer), pointer=pointer)
+    report.facts["cases"] = len(case_ids)
+    return manifest
