@@ -158,6 +158,13 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self.registry = Registry()
         self._sources: dict[str, tuple[str | None, str | None]] = {}
+        self._trace: Callable[[str], Any] | None = None
+
+    def enable_trace(self, write: Callable[[str], Any]) -> None:
+        """Report every hook call (pluggy's tracer) and every registration through ``write``."""
+        self._trace = write
+        self.pm.trace.root.setwriter(write)
+        self.pm.enable_tracing()
 
     def register(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> None:
         """Register one plugin object and collect the components it registers."""
@@ -170,15 +177,20 @@ class PluginHost:
             hook = getattr(self.pm.hook, f"register_{kind}")
             for impl in hook.get_hookimpls():
                 if impl.plugin_name == name:
+                    # Each implementation is called on its own so the host knows
+                    # which plugin registered each component.
+                    if self._trace is not None:
+                        self._trace(f"assay hook register_{kind} -> plugin {name}\n")
                     impl.function(register=self._registrar(kind, name))
 
     def _registrar(self, kind: str, plugin_name: str) -> Callable[[object], None]:
         distribution, version = self._sources[plugin_name]
 
         def register(component: object) -> None:
-            self.registry.add(
-                Registration(kind, _component_name(kind, component), component, plugin_name, distribution, version)
-            )
+            component_name = _component_name(kind, component)
+            if self._trace is not None:
+                self._trace(f"assay   registered {kind[:-1] if kind != 'families' else 'family'} {component_name}\n")
+            self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version))
 
         return register
 
@@ -213,8 +225,7 @@ def load_plugins(
     allowed = _split(env.get("ASSAY_PLUGINS"))
     host = PluginHost()
     if _truthy(env.get("ASSAY_TRACE_HOOKS")):
-        host.pm.trace.root.setwriter(sys.stderr.write)
-        host.pm.enable_tracing()
+        host.enable_trace(sys.stderr.write)
 
     for module_name in defaults:
         if module_name in blocked:

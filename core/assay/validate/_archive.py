@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -93,7 +94,7 @@ def extract_archive(archive_path: Path, destination: Path, limits: ArchiveLimits
                         sink.write(chunk)
     except ArchiveError:
         raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
         raise ArchiveError(f"not a readable zip archive: {exc}") from None
     except OSError as exc:
         raise ArchiveError(f"cannot extract: {exc.strerror or exc}") from None

@@ -9,7 +9,7 @@ import jsonschema
 
 from ..documents import SourceDocument
 from ..plugins import Registry
-from ._common import get, safe_child
+from ._common import as_list, get, safe_child
 from ._report import Rank, Report
 
 __all__ = ["check_case_references", "fixture_references", "oracle_references"]
@@ -17,7 +17,7 @@ __all__ = ["check_case_references", "fixture_references", "oracle_references"]
 
 def oracle_references(case: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str | None]]:
     """Every (pointer, plugin reference, decided outcome) a case makes to oracle plugins."""
-    for index, oracle in enumerate(get(case, "oracles", default=[]) or []):
+    for index, oracle in enumerate(as_list(case.get("oracles"))):
         if isinstance(oracle, dict):
             yield f"/oracles/{index}", oracle, oracle.get("decides")
     checker = case.get("checker")
@@ -35,14 +35,14 @@ def fixture_references(case: dict[str, Any]) -> Iterator[tuple[str, str, bool]]:
     if not isinstance(environment, dict):
         return
     for store in ("files", "web"):
-        for index, item in enumerate(environment.get(store) or []):
+        for index, item in enumerate(as_list(environment.get(store))):
             if isinstance(item, dict) and isinstance(item.get("fixture"), str):
                 yield f"/environment/{store}/{index}/fixture", item["fixture"], False
     if isinstance(get(environment, "database", "fixture"), str):
         yield "/environment/database/fixture", environment["database"]["fixture"], False
     if isinstance(environment.get("fixture_tree"), str):
         yield "/environment/fixture_tree", environment["fixture_tree"], True
-    for index, item in enumerate(get(environment, "code", "files", default=[]) or []):
+    for index, item in enumerate(as_list(get(environment, "code", "files"))):
         if isinstance(item, str):
             yield f"/environment/code/files/{index}", item, False
 
@@ -81,9 +81,11 @@ def check_case_references(
         if oracle is None:
             add(f"{pointer}/plugin", f"oracle {plugin_name!r} is not a registered plugin", "unknown-oracle")
             continue
-        if decides is not None and decides not in oracle.decides:
+        if isinstance(decides, str) and decides not in oracle.decides:
             add(f"{pointer}/decides", f"oracle {plugin_name} cannot decide {decides!r} (it decides {', '.join(sorted(oracle.decides))})", "oracle-decides")
         params = reference.get("params", {})
+        if not isinstance(params, dict):
+            continue  # the schema check reports it
         validator = jsonschema.Draft202012Validator(oracle.params_schema)
         error = jsonschema.exceptions.best_match(validator.iter_errors(params))
         if error is not None:
@@ -91,7 +93,7 @@ def check_case_references(
             add(where, f"oracle {plugin_name} parameters: {error.message}", "oracle-params")
 
     seen_objects: set[str] = set()
-    for index, obj in enumerate(get(case, "protected_objects", default=[]) or []):
+    for index, obj in enumerate(as_list(case.get("protected_objects"))):
         object_id = get(obj, "id")
         if isinstance(object_id, str):
             if object_id in seen_objects:

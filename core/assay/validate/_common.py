@@ -9,7 +9,7 @@ from ..documents import DocumentError, SourceDocument, load_document
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ._report import Rank, Report
 
-__all__ = ["check_schema", "display", "read_document", "safe_child"]
+__all__ = ["as_list", "check_schema", "display", "get", "read_document", "safe_child"]
 
 
 def display(path: Path, base: Path | None, label: str | None) -> str:
@@ -69,6 +69,11 @@ def safe_child(root: Path, relative: str) -> Path | None:
     except ValueError:
         return None
     return candidate
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty list (the data may be invalid)."""
+    return value if isinstance(value, list) else []
 
 
 def get(data: Any, *keys: Any, default: Any = None) -> Any:

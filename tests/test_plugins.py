@@ -1,0 +1,144 @@
+"""The plugin host: built-ins, entry points, duplicates, switches, provenance."""
+
+from __future__ import annotations
+
+import inspect
+import importlib.metadata as metadata
+import types
+
+import pytest
+
+import assay
+from assay import hookspecs
+from assay.components import Family
+from assay.errors import DuplicateNameError, PluginError
+from assay.plugins import DEFAULT_PLUGINS, KINDS, PluginHost, load_plugins
+
+SIX_FAMILIES = {"DPI", "IPI", "TRI", "MPI", "MEX", "ADI"}
+
+
+def test_hookimpl_is_reexported_from_the_package_root():
+    assert assay.hookimpl is hookspecs.hookimpl
+
+
+def test_every_kind_has_a_documented_hook():
+    for kind in KINDS:
+        hook = getattr(hookspecs, f"register_{kind}")
+        assert inspect.getdoc(hook), f"register_{kind} has no docstring"
+        assert list(inspect.signature(hook).parameters) == ["register"]
+
+
+def test_builtins_register_through_the_hooks(builtins_host):
+    registry = builtins_host.registry
+    assert SIX_FAMILIES <= set(registry.names("families"))
+    assert {"sec.localization", "sec.reachability", "sec.proof_of_trigger", "sec.patch_verification",
+            "sec.report_writing", "perm.standard", "perm.sensitive"} <= set(registry.names("families"))
+    assert registry.names("defenses") == ["D0"]
+    assert "semantic.core_fail_rate" in registry.names("metrics")
+    assert {"validate", "plugins", "packs", "hash", "schema", "registry"} <= set(registry.names("commands"))
+    plugins = {r.plugin for r in registry.registrations()}
+    assert plugins == set(DEFAULT_PLUGINS)
+
+
+def test_family_defaults_carry_channels_and_labels(builtins_host):
+    ipi = builtins_host.registry.get("families", "IPI")
+    assert ipi.channels == ("document", "web_page")
+    assert builtins_host.registry.get("families", "TRI").default_labels["source_channel"] == "tool_return"
+    assert builtins_host.registry.get("families", "MPI").default_labels["lifecycle_stage"] == "memory_write"
+
+
+def test_describe_gives_provenance(builtins_host):
+    rows = builtins_host.describe()
+    assert {"kind", "name", "plugin", "distribution", "version"} == set(rows[0])
+    assert all(row["distribution"] == "assay" and row["version"] == assay.__version__ for row in rows)
+
+
+class _ThrowawayFamilies:
+    """A test double plugin registering one family (unit test only)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @assay.hookimpl
+    def register_families(self, register):
+        register(Family(name=self.name, kind="attack", title="t", description="d"))
+
+
+def test_duplicate_name_names_both_plugins():
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    with pytest.raises(DuplicateNameError) as info:
+        host.register(_ThrowawayFamilies("DPI"), "third-party-dpi")
+    message = str(info.value)
+    assert "assay.default_plugins.families" in message and "third-party-dpi" in message and "'DPI'" in message
+
+
+def test_component_without_name_is_rejected():
+    class Nameless:
+        @assay.hookimpl
+        def register_oracles(self, register):
+            register(object())
+
+    with pytest.raises(PluginError, match="non-empty string 'name'"):
+        PluginHost().register(Nameless(), "nameless")
+
+
+def _fake_entry_point(name: str, plugin: object, dist: str = "assay-fake", version: str = "9.9"):
+    """A stand-in for importlib.metadata.EntryPoint (unit test double)."""
+    return types.SimpleNamespace(
+        name=name, value=f"{name}:plugin", load=lambda: plugin, dist=types.SimpleNamespace(name=dist, version=version)
+    )
+
+
+def test_entry_points_are_discovered_with_distribution_and_version():
+    eps = [_fake_entry_point("weird", _ThrowawayFamilies("ZZZ"))]
+    host = load_plugins(environ={}, entry_points=lambda: eps)
+    registration = next(r for r in host.registry.registrations() if r.name == "ZZZ")
+    assert (registration.plugin, registration.distribution, registration.version) == ("weird", "assay-fake", "9.9")
+
+
+def test_allow_list_and_block_switches():
+    eps = [_fake_entry_point("one", _ThrowawayFamilies("ONE")), _fake_entry_point("two", _ThrowawayFamilies("TWO"))]
+    only_one = load_plugins(environ={"ASSAY_PLUGINS": "one"}, entry_points=lambda: eps)
+    assert "ONE" in only_one.registry.names("families") and "TWO" not in only_one.registry.names("families")
+    blocked = load_plugins(environ={"ASSAY_BLOCK_PLUGINS": "two,assay.default_plugins.defenses"}, entry_points=lambda: eps)
+    assert "TWO" not in blocked.registry.names("families")
+    assert blocked.registry.names("defenses") == []
+    off = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}, entry_points=lambda: eps)
+    assert not {"ONE", "TWO"} & set(off.registry.names("families"))
+
+
+def test_broken_entry_point_is_named():
+    def boom():
+        raise ImportError("no module named nowhere")
+
+    ep = types.SimpleNamespace(name="broken", value="nowhere:plugin", load=boom, dist=None)
+    with pytest.raises(PluginError, match="'broken'.*failed to load"):
+        load_plugins(environ={}, entry_points=lambda: [ep])
+
+
+def test_trace_switch_prints_hook_calls(capsys):
+    load_plugins(environ={"ASSAY_TRACE_HOOKS": "1", "ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    err = capsys.readouterr().err
+    assert "register_families -> plugin assay.default_plugins.families" in err
+    assert "registered family DPI" in err
+
+
+def test_installed_example_pack_is_found_through_its_entry_point(host):
+    assert "example" in host.registry.names("packs")
+    registration = next(r for r in host.registry.registrations() if r.kind == "packs" and r.name == "example")
+    assert registration.distribution == "assay-pack-example"
+    entry_points = {ep.name for ep in metadata.entry_points(group="assay")}
+    assert "example" in entry_points
+
+
+def test_loading_has_no_import_time_side_effects():
+    import importlib
+
+    import assay.plugins as plugins_module
+
+    importlib.reload(plugins_module)
+    # Two loads give two independent registries: no class-level or global state.
+    a = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    b = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    a.register(_ThrowawayFamilies("ONLY-IN-A"), "only-a")
+    assert "ONLY-IN-A" not in b.registry.names("families")

@@ -1,0 +1,64 @@
+"""The committed schemas themselves: well-formed, stably identified, shipped in the wheel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import jsonschema
+import pytest
+
+from assay.schemas import DOCUMENT_NAMES, spec_dir, spec_schemas
+
+from conftest import REPO
+
+
+@pytest.mark.parametrize("name", [*DOCUMENT_NAMES, "defs"])
+def test_schema_is_valid_2020_12_with_stable_id(name):
+    schema = spec_schemas(1).schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == f"https://assay.dev/spec/v1/{name}.schema.json"
+
+
+@pytest.mark.parametrize("name", DOCUMENT_NAMES)
+def test_every_document_carries_spec_version(name):
+    schema = spec_schemas(1).schema(name)
+    assert "spec_version" in schema["properties"]
+    if name != "permission_policy":  # models write bare policies; see spec/CHANGELOG.md
+        assert "spec_version" in schema["required"]
+
+
+def test_fourteen_failure_labels_and_five_channels():
+    defs = spec_schemas(1).schema("defs")["$defs"]
+    assert len(defs["failure_label"]["enum"]) == 14
+    assert defs["channel"]["enum"] == ["user_turn", "document", "web_page", "tool_return", "memory_entry"]
+    assert defs["audit_outcome"]["enum"] == ["HarmEvidence", "SemanticOnly", "NotObservable", "NullAudit", "OtherNoHarm"]
+
+
+def test_schema_files_are_formatted_json():
+    for path in (REPO / "spec" / "v1").glob("*.schema.json"):
+        text = path.read_text()
+        assert text == json.dumps(json.loads(text), indent=4) + "\n", f"{path.name} is not in canonical layout"
+
+
+def test_checkout_is_the_spec_source_in_development():
+    assert (spec_dir() / "v1" / "case.schema.json").is_file()
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_spec_registry_and_conformance(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    wheel = next(tmp_path.glob("assay-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in (*DOCUMENT_NAMES, "defs"):
+        assert f"assay/_spec/v1/{name}.schema.json" in names
+    assert "assay/_registry/packs.json" in names and "assay/_spec/CHANGELOG.md" in names
+    assert any(n.startswith("assay/_spec/conformance/v1/") for n in names)
