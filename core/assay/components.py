@@ -8,7 +8,7 @@ classes: a plugin satisfies them by shape and never inherits from assay.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 __all__ = [
     "Backend",
@@ -109,10 +109,22 @@ class MetricValue:
 
 @dataclass(frozen=True)
 class MetricContext:
-    """What a metric may use besides the rows: the run's plan and the pack's cases."""
+    """What a metric may use besides the rows: the run's plan and the pack's cases.
+
+    ``memo`` lets metrics share work (such as grouping the rows) within one
+    computation of a summary; a context is made per summary, so nothing leaks
+    between runs.
+    """
 
     plan: Mapping[str, Any]
     cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """The value cached under ``key``, computing it on first use."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
 
 @runtime_checkable

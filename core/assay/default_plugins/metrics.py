@@ -39,12 +39,17 @@ def _group_key(row: Row, context: MetricContext, by: Sequence[str]) -> GroupKey:
     return tuple(parts)
 
 
-def _grouped(rows: Iterable[Row], context: MetricContext, by: Sequence[str], keep: Callable[[Row], bool]) -> dict[GroupKey, list[Row]]:
-    groups: dict[GroupKey, list[Row]] = defaultdict(list)
-    for row in rows:
-        if keep(row):
-            groups[_group_key(row, context, by)].append(row)
-    return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
+def _grouped(rows: Sequence[Row], context: MetricContext, by: Sequence[str], stage: str) -> dict[GroupKey, list[Row]]:
+    """Rows that carry ``stage``, grouped and sorted; shared by every metric of one summary."""
+
+    def compute() -> dict[GroupKey, list[Row]]:
+        groups: dict[GroupKey, list[Row]] = defaultdict(list)
+        for row in rows:
+            if stage in row.get("stages", {}):
+                groups[_group_key(row, context, by)].append(row)
+        return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
+
+    return context.memo(("grouped", id(rows), stage, tuple(by)), compute)
 
 
 def _rate_value(name: str, group: GroupKey, hits: int, n: int, detail: Mapping[str, Any] | None = None) -> MetricValue:
@@ -60,15 +65,17 @@ class RateMetric:
     description: str
     stage: str
     hit: Callable[[Row], bool] = field(repr=False)
-    applies: Callable[[Row], bool] = field(default=lambda row: True, repr=False)
+    applies: Callable[[Row], bool] | None = field(default=None, repr=False)  # narrows the denominator
     by: tuple[str, ...] = ()
     nulls: Callable[[Row], bool] | None = field(default=None, repr=False)
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One rate per group, with its Wilson 95% interval."""
-        keep = lambda row: _stage(row, self.stage) is not None and self.applies(row)  # noqa: E731
         values = []
-        for group, members in _grouped(rows, context, self.by, keep).items():
+        for group, all_members in _grouped(rows, context, self.by, self.stage).items():
+            members = all_members if self.applies is None else [row for row in all_members if self.applies(row)]
+            if not members:
+                continue
             hits = sum(1 for row in members if self.hit(row))
             detail = None
             if self.nulls is not None:
@@ -89,9 +96,8 @@ class MeanMetric:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One mean per group; numerator is omitted, denominator counts the non-null values."""
-        keep = lambda row: _stage(row, self.stage) is not None  # noqa: E731
         values = []
-        for group, members in _grouped(rows, context, self.by, keep).items():
+        for group, members in _grouped(rows, context, self.by, self.stage).items():
             numbers = [v for v in (self.value_of(row) for row in members) if v is not None]
             mean = sum(numbers) / len(numbers) if numbers else None
             values.append(MetricValue(self.name, dict(group), mean, None, len(numbers)))
@@ -109,9 +115,8 @@ class DistributionMetric:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One value per group; ``detail`` maps each category to its count."""
-        keep = lambda row: _stage(row, self.stage) is not None  # noqa: E731
         values = []
-        for group, members in _grouped(rows, context, (), keep).items():
+        for group, members in _grouped(rows, context, (), self.stage).items():
             counts = Counter(c for c in (self.category_of(row) for row in members) if c is not None)
             total = sum(counts.values())
             values.append(_rate_value(self.name, group, total, len(members), {k: counts[k] for k in sorted(counts)}))
@@ -132,9 +137,8 @@ class AuditAccounting:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One accounting table per group."""
-        keep = lambda row: _stage(row, "semantic") is not None  # noqa: E731
         values = []
-        for group, members in _grouped(rows, context, (), keep).items():
+        for group, members in _grouped(rows, context, (), "semantic").items():
             core_fail = [row for row in members if _stage(row, "semantic")["core_fail"] is True]
             audits = [_stage(row, "audit") for row in members]
             selected = [audit for audit in audits if audit is not None and audit["selected"]]
@@ -203,9 +207,11 @@ class PermissionStatic:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One macro average per group and axis over rows with static scores."""
-        keep = lambda row: (_stage(row, "permission") or {}).get("static") is not None  # noqa: E731
         values = []
-        for group, members in _grouped(rows, context, (), keep).items():
+        for group, all_members in _grouped(rows, context, (), "permission").items():
+            members = [row for row in all_members if _stage(row, "permission").get("static") is not None]
+            if not members:
+                continue
             for axis in AXES:
                 numbers = [
                     v for v in (_stage(row, "permission")["static"][axis][self.measure] for row in members) if v is not None

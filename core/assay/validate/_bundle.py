@@ -9,19 +9,21 @@ reproduced by the metric plugins from the rows.
 from __future__ import annotations
 
 import itertools
-import json
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
 from pathlib import Path
 from typing import Any
 
 from ..bundle import BUNDLE_MANIFEST
 from ..components import MetricContext
-from ..documents import DocumentError, SourceDocument
+from ..documents import SourceDocument
 from ..hashing import digest_document, digest_file
 from ..packs import Pack, compute_digest
 from ..plugins import Registry
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ..summary import compare_claims, compute_metrics
-from ._common import check_schema, get, read_document, safe_child
+from ._common import check_schema, get, read_document, regular_files, safe_child
 from ._report import Rank, Report
 
 __all__ = ["validate_bundle"]
@@ -69,9 +71,9 @@ def _pack_intact(pack: Pack) -> str | None:
     manifest = pack.manifest
     if compute_digest(manifest) != manifest.get("digest"):
         return "its manifest digest does not match its contents"
+    present = regular_files(pack.root)
     for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
-        path = safe_child(pack.root, entry["path"])
-        if path is None or not path.is_file() or digest_file(path)[0] != entry["sha256"]:
+        if entry["path"] not in present or digest_file(pack.root / entry["path"])[0] != entry["sha256"]:
             return f"{entry['path']} does not match its manifest"
     return None
 
@@ -88,7 +90,21 @@ def validate_bundle(root: Path, report: Report, registry: Registry, *, label: st
     manifest = bundle_doc.data
     if not isinstance(manifest, dict) or not check_schema(bundle_doc, "bundle", name(BUNDLE_MANIFEST), report):
         return
-    _check_seal(root, manifest, bundle_doc, name, report)
+    # Hashing the files (hashlib releases the GIL) overlaps with parsing the
+    # rows; its findings go to a report of their own, merged in a fixed place
+    # so the output order never depends on thread timing.
+    seal_report = Report(report.target)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        seal = pool.submit(_check_seal, root, manifest, bundle_doc, name, seal_report)
+        try:
+            _check_contents(root, manifest, bundle_doc, name, report, registry, pack_root)
+        finally:
+            seal.result()
+            report.issues[:0] = seal_report.issues
+
+
+def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name, report: Report, registry: Registry, pack_root: Path | None) -> None:
+    """Everything after the seal: run manifest, pack identity, rows, metrics."""
 
     # ------------------------------------------------------------ run manifest
     run_rel = manifest["run_manifest"]["path"]
@@ -245,8 +261,8 @@ def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[st
         report.add(file, "the last row does not end with a newline (truncated file?)", rank=Rank.UNREADABLE, code="truncated", line=len(raw_lines))
     for number, raw in enumerate(raw_lines, start=1):
         try:
-            row = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
+            row = orjson.loads(raw)
+        except (orjson.JSONDecodeError, RecursionError) as exc:
             _row_error(report, file, number, "", f"not a JSON row: {str(exc).splitlines()[0]}", Rank.UNREADABLE, "parse", counts)
             continue
         if not isinstance(row, dict):
