@@ -20,6 +20,7 @@ Conventions shared by the whole module:
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Hashable, Sequence
@@ -178,6 +179,13 @@ def rate(successes: int, n: int) -> float | None:
     return successes / n
 
 
+@functools.lru_cache(maxsize=16)
+def _normal_quantile(p: float) -> float:
+    # scipy's ppf costs ~100 us a call; summaries ask for the same few levels
+    # thousands of times, and the value is a pure function of p.
+    return float(_sps.norm.ppf(p))
+
+
 def wilson_interval(
     successes: int, n: int, confidence: float = 0.95
 ) -> tuple[float, float]:
@@ -196,7 +204,7 @@ def wilson_interval(
         raise ValueError(f"successes ({successes}) exceeds n ({n})")
     if n == 0:
         return (0.0, 1.0)
-    z = float(_sps.norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    z = _normal_quantile(1.0 - (1.0 - confidence) / 2.0)
     p_hat = successes / n
     z2 = z * z
     denom = 1.0 + z2 / n
