@@ -41,6 +41,7 @@ __all__ = [
     "Registration",
     "Registry",
     "load_plugins",
+    "singular",
 ]
 
 ENTRY_POINT_GROUP = "assay"
@@ -67,6 +68,11 @@ KINDS: tuple[str, ...] = (
     "executors",
     "commands",
 )
+
+
+def singular(kind: str) -> str:
+    """The singular of a component kind, for messages ("families" -> "family")."""
+    return "family" if kind == "families" else "sandbox" if kind == "sandboxes" else kind[:-1]
 
 
 @dataclass(frozen=True)
@@ -102,12 +108,7 @@ class Registry:
         table = self._by_kind[registration.kind]
         existing = table.get(registration.name)
         if existing is not None:
-            raise DuplicateNameError(
-                registration.kind[:-1] if registration.kind != "families" else "family",
-                registration.name,
-                existing.plugin,
-                registration.plugin,
-            )
+            raise DuplicateNameError(singular(registration.kind), registration.name, existing.plugin, registration.plugin)
         table[registration.name] = registration
 
     def get(self, kind: str, name: str) -> Any | None:
@@ -189,7 +190,7 @@ class PluginHost:
         def register(component: object) -> None:
             component_name = _component_name(kind, component)
             if self._trace is not None:
-                self._trace(f"assay   registered {kind[:-1] if kind != 'families' else 'family'} {component_name}\n")
+                self._trace(f"assay   registered {singular(kind)} {component_name}\n")
             self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version))
 
         return register

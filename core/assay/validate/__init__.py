@@ -13,6 +13,7 @@ from pathlib import Path
 from ..bundle import BUNDLE_MANIFEST
 from ..documents import YAML_SUFFIXES
 from ..errors import ArchiveError, UsageError
+from ..hashing import digest_document
 from ..packs import MANIFEST_NAMES, find_manifest
 from ..plugins import Registry
 from ._archive import ArchiveLimits, extract_archive
@@ -81,8 +82,6 @@ def _validate_document(path: Path, report: Report, registry: Registry, schema: s
     if name == "case" and isinstance(document.data, dict):
         check_case_references(document, str(path), report, registry, fixture_root=_case_pack_root(path))
     elif name == "defense_policy" and valid:
-        from ..hashing import digest_document
-
         data = document.data
         if "digest" in data:
             actual = digest_document({k: v for k, v in data.items() if k != "digest"})
