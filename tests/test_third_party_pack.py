@@ -123,9 +123,13 @@ def test_a_pack_written_from_the_guide_installs_and_validates(tmp_path: Path):
         timeout=600,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    # The pack is visible to the child processes only through PYTHONPATH.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
         env.pop(switch, None)
+
+    before = assay("packs", "--json")
+    assert PACK_NAME not in {row["name"] for row in json.loads(before.stdout)}, "the pack is installed already"
 
     packs = assay("packs", "--json", env=env)
     assert packs.returncode == 0, packs.stderr
