@@ -33,6 +33,7 @@ test: install-test
 	$(BIN)/python -m pytest -q
 
 docs: install-test
+	$(BIN)/python docs/generate.py --check
 	$(BIN)/python -m mkdocs build --strict
 
 bench: install-test

@@ -92,3 +92,26 @@ def test_traceback_switch_shows_traceback(tmp_path):
     assert short.returncode == 1 and len(short.stderr.strip().splitlines()) == 1
     long = run_cli("--traceback", "registry", "verify", "--index", str(tmp_path / "index.json"))
     assert "Traceback" in long.stderr
+
+
+def test_hash_of_a_bundle_zip_is_its_seal(bundle_dir, tmp_path):
+    from assay.bundle import zip_bundle
+
+    zip_bundle(bundle_dir, tmp_path / "b.zip")
+    assert run_cli("hash", str(tmp_path / "b.zip")).stdout == run_cli("hash", str(bundle_dir)).stdout
+
+
+def test_unclassifiable_document_is_a_usage_error(tmp_path):
+    (tmp_path / "x.json").write_text('{"hello": "world"}')
+    result = run_cli("validate", str(tmp_path / "x.json"))
+    assert result.returncode == 2 and "pass --schema NAME" in result.stderr
+
+
+def test_registry_index_rejects_duplicates_and_bad_digests(tmp_path):
+    entry = {"name": "example", "version": "0.1.0", "spec_version": "1.0", "digest": "sha256:" + "a" * 64, "distribution": "x"}
+    (tmp_path / "dup.json").write_text(json.dumps({"packs": [entry, entry]}))
+    result = run_cli("registry", "verify", "--index", str(tmp_path / "dup.json"))
+    assert result.returncode == 1 and "listed twice" in result.stderr
+    (tmp_path / "bad.json").write_text(json.dumps({"packs": [dict(entry, digest="md5:00")]}))
+    result = run_cli("registry", "verify", "--index", str(tmp_path / "bad.json"))
+    assert result.returncode == 1 and "/packs/0/digest" in result.stderr

@@ -72,14 +72,53 @@ def test_duplicate_name_names_both_plugins():
     assert "assay.default_plugins.families" in message and "third-party-dpi" in message and "'DPI'" in message
 
 
-def test_component_without_name_is_rejected():
-    class Nameless:
+def test_component_of_the_wrong_type_or_without_name_is_rejected():
+    class WrongType:
         @assay.hookimpl
         def register_oracles(self, register):
             register(object())
 
-    with pytest.raises(PluginError, match="non-empty string 'name'"):
+    with pytest.raises(PluginError, match="plugin 'wrong' registered .* as a oracle, but it is not a Oracle"):
+        PluginHost().register(WrongType(), "wrong")
+
+    class Nameless:
+        @assay.hookimpl
+        def register_families(self, register):
+            register(Family(name="", kind="attack", title="t", description="d"))
+
+    with pytest.raises(PluginError, match="plugin 'nameless' registered a family without a non-empty string 'name'"):
         PluginHost().register(Nameless(), "nameless")
+
+
+def test_misspelled_hook_is_a_plugin_error_naming_the_plugin():
+    class Misspelled:
+        @assay.hookimpl
+        def register_pack(self, register):
+            pass
+
+    host = PluginHost()
+    with pytest.raises(PluginError, match="plugin 'typo' does not fit the assay hooks"):
+        host.register(Misspelled(), "typo")
+    assert host.plugin_names() == []
+
+
+def test_autoload_switch_reads_false_words_as_off():
+    eps = [_fake_entry_point("one", _ThrowawayFamilies("ONE"))]
+    for value in ("False", "no", "0", "OFF", ""):
+        assert "ONE" in load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": value}, entry_points=lambda: eps).registry.names("families")
+
+
+def test_a_broken_pack_does_not_stop_the_host(tmp_path):
+    from assay.packs import Pack
+
+    class BrokenPack:
+        @assay.hookimpl
+        def register_packs(self, register):
+            register(Pack.from_directory(tmp_path))  # no pack.yaml here
+
+    host = PluginHost()
+    host.register(BrokenPack(), "broken-pack")
+    assert host.registry.names("packs") == [f"unreadable:{tmp_path}"]
 
 
 def _fake_entry_point(name: str, plugin: object, dist: str = "assay-fake", version: str = "9.9"):

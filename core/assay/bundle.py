@@ -58,6 +58,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        # mkstemp creates 0600; results are meant to be shared.
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -114,6 +116,7 @@ def zip_bundle(directory: Path, archive: Path) -> None:
                 info.external_attr = 0o100644 << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, path.read_bytes())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, archive)
     except BaseException:
         if os.path.exists(tmp):

@@ -71,7 +71,7 @@ def list_pack_files(root: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _case_entry(root: Path, path: Path) -> dict[str, Any]:
-    shown = path.relative_to(root).as_posix()
+    shown = str(path)
     try:
         data = load_document(path).data
     except DocumentError as exc:
@@ -80,7 +80,7 @@ def _case_entry(root: Path, path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise PackError(f"{shown}: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("family"), str):
-        raise PackError(f"{path.relative_to(root).as_posix()}: a case needs a string 'id' and 'family'")
+        raise PackError(f"{path}: a case needs a string 'id' and 'family'")
     return {"id": data["id"], "family": data["family"], **file_entry(root, path)}
 
 
@@ -132,8 +132,16 @@ class Pack:
 
     @property
     def name(self) -> str:
-        """The pack name from the manifest."""
-        return str(self.manifest.get("name", self.root.name))
+        """The pack name from the manifest.
+
+        A pack whose manifest cannot be read is still registered, under a name
+        that says so, so one broken pack never stops the whole CLI; using it
+        (listing, validating, running) reports the real error.
+        """
+        try:
+            return str(self.manifest.get("name", self.root.name))
+        except PackError:
+            return f"unreadable:{self.root}"
 
     @property
     def version(self) -> str:
@@ -207,6 +215,7 @@ def lock_manifest(root: Path) -> str:
             else:
                 json.dump(document, handle, indent=2, ensure_ascii=False)
                 handle.write("\n")
+        os.chmod(tmp, manifest_path.stat().st_mode & 0o7777)  # mkstemp makes 0600; keep the author's mode
         os.replace(tmp, manifest_path)
     except BaseException:
         os.unlink(tmp)

@@ -132,10 +132,35 @@ class Registry:
                 yield table[name]
 
 
-def _component_name(kind: str, component: Any) -> str:
+def _expected_type(kind: str) -> type | None:
+    # Imported lazily: components and packs are light, click only matters for commands.
+    from . import components
+    from .packs import Pack
+
+    if kind == "commands":
+        import click
+
+        return click.Command
+    return {
+        "packs": Pack,
+        "families": components.Family,
+        "defenses": components.Defense,
+        "oracles": components.Oracle,
+        "metrics": components.Metric,
+        "backends": components.Backend,
+        "judges": components.Judge,
+        "sandboxes": components.Sandbox,
+        "executors": components.Executor,
+    }.get(kind)
+
+
+def _component_name(kind: str, component: Any, plugin: str) -> str:
+    expected = _expected_type(kind)
+    if expected is not None and not isinstance(component, expected):
+        raise PluginError(f"plugin {plugin!r} registered {component!r} as a {singular(kind)}, but it is not a {expected.__name__}")
     name = getattr(component, "name", None)
     if not isinstance(name, str) or not name:
-        raise PluginError(f"a {kind} component must have a non-empty string 'name', got {component!r}")
+        raise PluginError(f"plugin {plugin!r} registered a {singular(kind)} without a non-empty string 'name': {component!r}")
     return name
 
 
@@ -144,7 +169,7 @@ def _split(value: str | None) -> set[str]:
 
 
 def _truthy(value: str | None) -> bool:
-    return bool(value) and value not in ("0", "false", "no")
+    return bool(value) and value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
 class PluginHost:
@@ -171,9 +196,15 @@ class PluginHost:
         """Register one plugin object and collect the components it registers."""
         if self.pm.get_plugin(name) is not None:
             raise PluginError(f"plugin {name!r} is registered twice")
-        self.pm.register(plugin, name=name)
-        self._sources[name] = (distribution, version)
-        self.pm.check_pending()
+        try:
+            self.pm.register(plugin, name=name)
+            self._sources[name] = (distribution, version)
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            # e.g. a misspelled hook (register_pack) or an argument no hook has
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            raise PluginError(f"plugin {name!r} does not fit the assay hooks: {exc}") from None
         for kind in KINDS:
             hook = getattr(self.pm.hook, f"register_{kind}")
             for impl in hook.get_hookimpls():
@@ -188,7 +219,7 @@ class PluginHost:
         distribution, version = self._sources[plugin_name]
 
         def register(component: object) -> None:
-            component_name = _component_name(kind, component)
+            component_name = _component_name(kind, component, plugin_name)
             if self._trace is not None:
                 self._trace(f"assay   registered {singular(kind)} {component_name}\n")
             self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AssayError, SpecError
+from .hashing import is_digest
 from .plugins import Registry
 
 __all__ = ["VerifyResult", "default_index_path", "load_index", "verify_installed"]
@@ -36,6 +37,14 @@ def load_index(path: Path) -> list[dict[str, Any]]:
     required = ("name", "version", "spec_version", "digest", "distribution")
     if not isinstance(packs, list) or not all(isinstance(p, dict) and all(k in p for k in required) for p in packs):
         raise SpecError(f"{path}: a registry index is {{\"packs\": [{{{', '.join(required)}}}, ...]}}")
+    seen: set[tuple[str, str]] = set()
+    for index, entry in enumerate(packs):
+        ident = (entry["name"], entry["version"])
+        if ident in seen:
+            raise SpecError(f"{path}: /packs/{index}: {entry['name']} {entry['version']} is listed twice")
+        seen.add(ident)
+        if not is_digest(entry["digest"]):
+            raise SpecError(f"{path}: /packs/{index}/digest: not a sha256:<64 hex> digest")
     return packs
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -41,7 +42,8 @@ def summary_document(values: Iterable[MetricValue]) -> dict[str, Any]:
 
 
 def _group_id(metric: str, group: Mapping[str, Any]) -> tuple:
-    return (metric, tuple(sorted((str(k), str(v)) for k, v in group.items())))
+    # Types matter: {"seed": 1} and {"seed": "1"} are different groups.
+    return (metric, json.dumps(group, sort_keys=True))
 
 
 def _same(claimed: Any, actual: Any) -> bool:

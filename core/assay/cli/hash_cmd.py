@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import click
 
 from ..bundle import BUNDLE_MANIFEST
 from ..documents import DocumentError, load_document
-from ..errors import PackError, UsageError
+from ..errors import ArchiveError, PackError, UsageError
 from ..hashing import digest_document, digest_file
 from ..packs import Pack
-from ..validate import find_pack_root
+from ..validate import extract_archive, find_pack_root
 
 
 @click.command("hash")
@@ -21,9 +22,20 @@ def hash_command(path: Path, canonical: bool) -> None:
     """Print sha256:<hex> of PATH.
 
     A pack directory gives the pack digest recomputed from its files; a bundle
-    directory the digest of its seal (bundle.json, canonical); a file its bytes
-    (or, with --canonical, its RFC 8785 canonical JSON).
+    directory or .zip the digest of its seal (bundle.json, canonical), which is
+    what the registry lists; any other file its bytes (or, with --canonical, its
+    RFC 8785 canonical JSON).
     """
+    if path.suffix.lower() == ".zip" and path.is_file():
+        with tempfile.TemporaryDirectory(prefix="assay-hash-") as scratch:
+            try:
+                root = extract_archive(path, Path(scratch))
+            except ArchiveError as exc:
+                raise click.ClickException(f"{path}: {exc}") from None
+            if not (root / BUNDLE_MANIFEST).is_file():
+                raise click.ClickException(f"{path}: the archive holds no {BUNDLE_MANIFEST}")
+            click.echo(_document_digest(root / BUNDLE_MANIFEST))
+        return
     if path.is_dir():
         if (path / BUNDLE_MANIFEST).is_file():
             click.echo(_document_digest(path / BUNDLE_MANIFEST))

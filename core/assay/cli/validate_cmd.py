@@ -35,7 +35,8 @@ def validate_command(ctx: click.Context, paths: tuple[Path, ...], as_json: bool,
             if report.ok:
                 click.echo(f"{report.target}: valid {report.kind}{_summary(report.facts)}", err=True)
             else:
-                click.echo(f"{report.target}: invalid {report.kind} ({len(report.issues)} problems)", err=True)
+                count = len(report.issues)
+                click.echo(f"{report.target}: invalid {report.kind} ({count} problem{'s' if count != 1 else ''})", err=True)
     ctx.exit(0 if all(r.ok for r in reports) else 1)
 
 
@@ -43,6 +44,8 @@ def _summary(facts: dict) -> str:
     parts = []
     if facts.get("name"):
         parts.append(f"{facts['name']} {facts.get('version')}")
+    elif isinstance(facts.get("pack"), dict):
+        parts.append(f"pack {facts['pack'].get('name')} {facts['pack'].get('version')}")
     if facts.get("cases") is not None:
         parts.append(f"{facts['cases']} cases")
     if facts.get("rows") is not None:

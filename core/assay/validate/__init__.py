@@ -23,7 +23,7 @@ from ._common import check_schema, read_document
 from ._pack import validate_pack
 from ._report import Issue, Rank, Report
 
-__all__ = ["ArchiveLimits", "Issue", "Rank", "Report", "detect_schema", "find_pack_root", "validate_path"]
+__all__ = ["ArchiveLimits", "Issue", "Rank", "Report", "detect_schema", "extract_archive", "find_pack_root", "validate_path"]
 
 _SKIP = {".git", ".venv", "build", "dist", "node_modules", "__pycache__", "site"}
 
@@ -75,8 +75,7 @@ def _validate_document(path: Path, report: Report, registry: Registry, schema: s
         return
     name = schema or detect_schema(document.data)
     if name is None:
-        report.add(str(path), "cannot tell which assay document this is; pass --schema NAME", rank=Rank.SCHEMA, code="unknown-document", line=1)
-        return
+        raise UsageError(f"{path}: cannot tell which assay document this is; pass --schema NAME")
     report.kind = name
     valid = check_schema(document, name, str(path), report)
     if name == "case" and isinstance(document.data, dict):
