@@ -142,18 +142,39 @@ class Metric(Protocol):
 
 @runtime_checkable
 class Backend(Protocol):
-    """A model backend: turns chat requests into responses (see the engine issue for the full API)."""
+    """A model backend: makes endpoints from ``--endpoint NAME:key=value,...`` options.
+
+    An endpoint has ``id``, ``scripted``, ``describe() -> dict`` (its run
+    manifest entry: model metadata and generation settings), ``async
+    complete(ChatRequest) -> ChatResponse`` (raising ``BackendError`` once its
+    retry budget is spent) and ``async aclose()``.
+    """
 
     name: str
     description: str
+
+    def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> Any:
+        """Make one endpoint."""
+        ...
 
 
 @runtime_checkable
 class Judge(Protocol):
-    """A judge that labels a stage outcome from a transcript."""
+    """A judge that labels stage outcomes from a transcript.
+
+    ``instance(options, make_endpoint)`` returns an object with ``describe(stage)``,
+    ``producer()``, ``async semantic(case, final_output, prompt_texts)`` and
+    ``async audit_fallback(case, final_output) -> (outcome, attempts)``;
+    ``make_endpoint(backend, options)`` builds (cached) endpoints for judges
+    that call a model.
+    """
 
     name: str
     description: str
+
+    def instance(self, options: Mapping[str, str], make_endpoint: Callable[[str, Mapping[str, str]], Any]) -> Any:
+        """Configure the judge for one run."""
+        ...
 
 
 @runtime_checkable
@@ -166,7 +187,16 @@ class Sandbox(Protocol):
 
 @runtime_checkable
 class Executor(Protocol):
-    """Runs planned work items (local asyncio, Ray, ...)."""
+    """Runs planned work items (local asyncio, Ray, ...).
+
+    ``run(job, items, sink, *, concurrency, options)`` executes each item with
+    a runtime rebuilt from the (picklable) job and calls ``sink(item, row)``
+    as each row is finished.
+    """
 
     name: str
     description: str
+
+    def run(self, job: Any, items: Any, sink: Callable[[Any, dict], None], *, concurrency: int = 16, options: Mapping[str, str] | None = None) -> None:
+        """Execute the items."""
+        ...

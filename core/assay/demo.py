@@ -10,7 +10,6 @@ bundle -> independent validation with every claimed number recomputed.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -18,29 +17,11 @@ from pathlib import Path
 from .bundle import zip_bundle
 from .errors import AssayError
 from .plugins import load_plugins
+from .reports import read_bundle, recompute, render_markdown
 from .synthetic import SyntheticPlan, build_bundle
 from .validate import validate_path
 
 __all__ = ["main", "render_markdown"]
-
-
-def render_markdown(summary: dict, title: str) -> str:
-    """A Markdown table per metric from a metrics-summary document."""
-    lines = [f"# {title}", ""]
-    by_metric: dict[str, list[dict]] = {}
-    for entry in summary["metrics"]:
-        by_metric.setdefault(entry["metric"], []).append(entry)
-    for metric, entries in by_metric.items():
-        extra = sorted({k for e in entries for k in e["group"]} - {"endpoint", "condition"})
-        lines += [f"## {metric}", "", "| endpoint | condition | " + "".join(f"{k} | " for k in extra) + "value | n | 95% CI |"]
-        lines.append("|" + "---|" * (4 + len(extra) + 1))
-        for e in entries:
-            value = "-" if e["value"] is None else f"{e['value']:.3f}"
-            ci = f"[{e['ci_low']:.3f}, {e['ci_high']:.3f}]" if e.get("ci_low") is not None else ""
-            cells = [e["group"]["endpoint"], e["group"]["condition"], *(str(e["group"].get(k, "")) for k in extra), value, str(e.get("denominator", "")), ci]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         report = validate_path(args.out / "bundle.zip", host.registry)
         for issue in report.ordered():
             print(issue.format())
-        summary = json.loads((bundle / "metrics.json").read_text())
         markdown = args.out / "report.md"
-        markdown.write_text(render_markdown(summary, f"{pack.name} {pack.version}: synthetic scripted rows (no model)"))
+        recomputed = recompute(read_bundle(bundle), host.registry)
+        markdown.write_text(render_markdown(recomputed, f"{pack.name} {pack.version}: synthetic scripted rows (no model)"))
     except AssayError as exc:
         print(f"assay demo: {exc}", file=sys.stderr)
         return 1

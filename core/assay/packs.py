@@ -36,6 +36,7 @@ __all__ = [
     "find_manifest",
     "list_pack_files",
     "lock_manifest",
+    "regular_files",
     "scan_pack",
 ]
 
@@ -60,6 +61,26 @@ def _walk_files(directory: Path) -> Iterator[Path]:
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for filename in sorted(filenames):
             yield Path(dirpath) / filename
+
+
+def regular_files(root: Path) -> set[str]:
+    """POSIX paths of every regular file below ``root``, never following links."""
+    found: set[str] = set()
+    stack = [(root, "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
+            elif entry.is_file(follow_symlinks=False):
+                found.add(prefix + entry.name)
+    return found
 
 
 def list_pack_files(root: Path) -> tuple[list[Path], list[Path]]:
@@ -167,6 +188,26 @@ class Pack:
             for entry in self.manifest.get("cases", [])
             if isinstance(entry, dict) and isinstance(entry.get("id"), str)
         }
+
+    def integrity_problem(self) -> str | None:
+        """Why this pack's files do not match its manifest, or None (hashes only, no parsing)."""
+        import itertools
+
+        from .hashing import digest_file
+
+        manifest = self.manifest
+        try:
+            if compute_digest(manifest) != manifest.get("digest"):
+                return "its manifest digest does not match its contents"
+        except Exception as exc:  # rfc8785 refuses some values; that is a broken manifest
+            return f"its manifest cannot be hashed ({exc})"
+        present = regular_files(self.root)
+        for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
+            if not isinstance(entry, dict) or entry.get("path") not in present:
+                return f"{entry.get('path') if isinstance(entry, dict) else entry} is missing"
+            if digest_file(self.root / entry["path"])[0] != entry.get("sha256"):
+                return f"{entry['path']} does not match its manifest"
+        return None
 
     def case_documents(self) -> Iterator[SourceDocument]:
         """Every case document listed in the manifest, parsed (raises PackError on the first unreadable one)."""

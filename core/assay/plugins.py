@@ -52,6 +52,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "assay.default_plugins.defenses",
     "assay.default_plugins.oracles",
     "assay.default_plugins.metrics",
+    "assay.default_plugins.backends",
+    "assay.default_plugins.judges",
+    "assay.default_plugins.executors",
     "assay.default_plugins.commands",
 )
 

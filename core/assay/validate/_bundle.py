@@ -20,11 +20,11 @@ from ..bundle import BUNDLE_MANIFEST
 from ..components import MetricContext
 from ..documents import SourceDocument
 from ..hashing import digest_document, digest_file
-from ..packs import Pack, compute_digest
+from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ..summary import compare_claims, compute_metrics
-from ._common import check_schema, get, read_document, regular_files, safe_child
+from ._common import check_schema, get, read_document, safe_child
 from ._report import Rank, Report
 
 __all__ = ["validate_bundle"]
@@ -65,18 +65,6 @@ def _resolve_pack(identity: dict[str, Any], registry: Registry, pack_root: Path 
         return Pack.from_directory(pack_root), str(pack_root)
     pack = registry.get("packs", identity.get("name"))
     return pack, f"installed pack {identity.get('name')}"
-
-
-def _pack_intact(pack: Pack) -> str | None:
-    """Why an installed pack cannot be trusted, or None (hashes only: fast enough for every bundle)."""
-    manifest = pack.manifest
-    if compute_digest(manifest) != manifest.get("digest"):
-        return "its manifest digest does not match its contents"
-    present = regular_files(pack.root)
-    for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
-        if entry["path"] not in present or digest_file(pack.root / entry["path"])[0] != entry["sha256"]:
-            return f"{entry['path']} does not match its manifest"
-    return None
 
 
 def validate_bundle(root: Path, report: Report, registry: Registry, *, label: str, pack_root: Path | None = None) -> None:
@@ -131,7 +119,7 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
         report.add(name(BUNDLE_MANIFEST), f"pack {identity['name']}@{identity['version']} is not installed; install it or pass --pack DIR", rank=Rank.REFERENCE, code="unknown-pack", line=bundle_doc.line_of("/pack/name"), pointer="/pack/name")
     else:
         try:
-            problem = _pack_intact(pack)
+            problem = pack.integrity_problem()
             pack_manifest = pack.manifest
         except Exception as exc:  # an unreadable pack is a finding, not a crash
             problem, pack_manifest = f"it cannot be read ({exc})", {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ from ..documents import DocumentError, SourceDocument, load_document
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ._report import Rank, Report
 
-__all__ = ["as_list", "check_schema", "display", "get", "read_document", "regular_files", "safe_child"]
+__all__ = ["as_list", "check_schema", "display", "get", "read_document", "safe_child"]
 
 
 def display(path: Path, base: Path | None, label: str | None) -> str:
@@ -70,30 +69,6 @@ def safe_child(root: Path, relative: str) -> Path | None:
     except ValueError:
         return None
     return candidate
-
-
-def regular_files(root: Path) -> set[str]:
-    """POSIX paths (relative to ``root``) of every regular file below it, never following links.
-
-    One directory walk is far cheaper than resolving each listed path, and a
-    path reached through a link is simply absent, so it cannot escape.
-    """
-    found: set[str] = set()
-    stack = [(root, "")]
-    while stack:
-        directory, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
-            elif entry.is_file(follow_symlinks=False):
-                found.add(prefix + entry.name)
-    return found
 
 
 def as_list(value: Any) -> list[Any]:

@@ -1,0 +1,217 @@
+"""The ``openai`` backend: any OpenAI-compatible chat-completions server over async httpx.
+
+Options: ``model``, ``base_url`` (default ``http://127.0.0.1:8000/v1``),
+``api_key_env`` (the environment variable holding the key; default
+``OPENAI_API_KEY``, none sent when unset), ``concurrency`` (default 8),
+``timeout`` (seconds, default 60), ``retries`` (default 5), ``backoff``
+(base seconds, default 0.5), ``backoff_cap`` (default 30), ``temperature``,
+``max_tokens``, ``fold_system`` (``true`` folds system messages into the first
+user turn, for servers whose chat format drops them, such as llama.cpp's
+``gemma`` format).
+
+Retries cover 429, 408, 5xx, timeouts, dropped connections and malformed
+response bodies, with exponential backoff and full jitter, honouring
+``Retry-After`` (seconds or an HTTP date) when the server sends it. After the
+retry budget the call raises :class:`BackendError`; the engine records an
+error row and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import httpx
+import orjson
+
+from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system
+from ..errors import UsageError
+
+__all__ = ["OpenAIBackend", "OpenAIEndpoint", "retry_after_seconds"]
+
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _float(options: Mapping[str, str], key: str, default: float) -> float:
+    try:
+        return float(options.get(key, default))
+    except ValueError:
+        raise UsageError(f"openai option {key}={options[key]!r} is not a number") from None
+
+
+@dataclass
+class OpenAIEndpoint:
+    """One OpenAI-compatible endpoint with its own connection pool and concurrency limit."""
+
+    id: str
+    base_url: str
+    model: str | None
+    concurrency: int = 8
+    timeout_s: float = 60.0
+    retries: int = 5
+    backoff_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    temperature: float | None = None
+    max_tokens: int | None = None
+    api_key: str | None = field(default=None, repr=False)
+    fold_system: bool = False
+    scripted: bool = False
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    _limit: asyncio.Semaphore | None = field(default=None, repr=False)
+
+    def describe(self) -> dict[str, Any]:
+        """The run manifest's endpoint entry."""
+        generation: dict[str, Any] = {}
+        if self.temperature is not None:
+            generation["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            generation["max_tokens"] = self.max_tokens
+        return {
+            "id": self.id,
+            "backend": "openai",
+            "scripted": False,
+            "base_url": self.base_url,
+            "model": {"name": self.model or "(server default)", "revision": None, "weights_sha256": None, "tokenizer": None,
+                      "chat_template_sha256": None, "precision": None, "quantization": None, "context_length": None},
+            "generation": generation,
+            "concurrency": self.concurrency,
+        }
+
+    def _ensure(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        # Created lazily inside the running event loop (a Ray worker builds its own).
+        if self._client is None:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+            self._client = httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=headers, limits=limits, timeout=self.timeout_s)
+            self._limit = asyncio.Semaphore(self.concurrency)
+        return self._client, self._limit  # type: ignore[return-value]
+
+    def _delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.backoff_cap_s)
+        return rng.uniform(0, min(self.backoff_cap_s, self.backoff_s * (2**attempt)))
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """POST chat/completions with retries; raises BackendError when the budget is spent."""
+        client, limit = self._ensure()
+        if self.fold_system:
+            request = replace(request, messages=fold_system(request.messages))
+        body = request.payload(self.model)
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        content = orjson.dumps(body)
+        rng = random.Random(zlib.crc32(content))  # jitter only shapes timing, never results
+        last = "no attempt"
+        for attempt in range(self.retries + 1):
+            retry_after = None
+            async with limit:
+                started = time.perf_counter()
+                try:
+                    response = await client.post("chat/completions", content=content, headers={"Content-Type": "application/json"})
+                except httpx.TimeoutException:
+                    last = f"timeout after {self.timeout_s:g} s"
+                except httpx.TransportError as exc:
+                    last = f"connection error: {type(exc).__name__}"
+                else:
+                    latency = time.perf_counter() - started
+                    if response.status_code == 200:
+                        try:
+                            return self._parse(orjson.loads(response.content), latency, attempt + 1)
+                        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+                            last = f"malformed response body ({type(exc).__name__})"
+                    elif response.status_code in _RETRY_STATUS:
+                        last = f"HTTP {response.status_code}"
+                        retry_after = retry_after_seconds(response.headers.get("retry-after"))
+                    else:
+                        raise BackendError(f"HTTP {response.status_code}: {response.text[:200]}", kind=f"http_{response.status_code}", attempts=attempt + 1)
+            if attempt < self.retries:
+                await asyncio.sleep(self._delay(attempt, retry_after, rng))
+        raise BackendError(f"{last} (gave up after {self.retries + 1} attempts)", kind="retries_exhausted", attempts=self.retries + 1)
+
+    @staticmethod
+    def _parse(data: Any, latency: float, attempts: int) -> ChatResponse:
+        choice = data["choices"][0]
+        message = choice["message"]
+        if not isinstance(message, dict):
+            raise TypeError("message is not an object")
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            arguments: Any = function.get("arguments", "")
+            try:
+                parsed = orjson.loads(arguments) if isinstance(arguments, str) else arguments
+                arguments, valid = (parsed, True) if isinstance(parsed, dict) else (arguments, False)
+            except orjson.JSONDecodeError:
+                valid = False
+            calls.append({"id": call.get("id", ""), "name": function["name"], "arguments": arguments, "valid": valid})
+        usage = data.get("usage") or {}
+        return ChatResponse(
+            content=message.get("content"),
+            tool_calls=tuple(calls),
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=latency,
+            attempts=attempts,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+@dataclass(frozen=True)
+class OpenAIBackend:
+    """The ``openai`` backend plugin."""
+
+    name: str = "openai"
+    description: str = "Any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted APIs) over async httpx."
+
+    def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> OpenAIEndpoint:
+        """Make an endpoint from ``openai:model=...,base_url=...`` options."""
+        options = dict(options)
+        known = {"model", "base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "backoff_cap", "temperature", "max_tokens", "fold_system", "mode"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise UsageError(f"openai backend: unknown option {unknown[0]!r} (known: {', '.join(sorted(known - {'mode'}))})")
+        key_env = options.get("api_key_env", "OPENAI_API_KEY")
+        return OpenAIEndpoint(
+            id=endpoint_id,
+            base_url=options.get("base_url", "http://127.0.0.1:8000/v1"),
+            model=options.get("model") or options.get("mode"),
+            concurrency=int(_float(options, "concurrency", 8)),
+            timeout_s=_float(options, "timeout", 60.0),
+            retries=int(_float(options, "retries", 5)),
+            backoff_s=_float(options, "backoff", 0.5),
+            backoff_cap_s=_float(options, "backoff_cap", 30.0),
+            temperature=_float(options, "temperature", 0.0) if "temperature" in options else None,
+            max_tokens=int(_float(options, "max_tokens", 256)) if "max_tokens" in options else None,
+            api_key=os.environ.get(key_env) or None,
+            fold_system=options.get("fold_system", "false").lower() in ("1", "true", "yes"),
+        )

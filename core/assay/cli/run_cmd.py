@@ -1,0 +1,112 @@
+"""``assay run``: run a pack against endpoints and seal a validated bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..documents import DocumentError, load_document
+from ..engine.run import RunSettings, execute_run
+from ..errors import UsageError
+from . import get_host
+
+_FILE_KEYS = {
+    "pack", "endpoints", "defenses", "seeds", "stages", "judge", "out", "limit", "sample", "sample_seed",
+    "concurrency", "executor", "epochs", "max_tokens", "temperature",
+}  # fmt: skip
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: expected comma-separated integers") from None
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        data = load_document(path).data
+    except DocumentError as exc:
+        raise UsageError(f"{path}:{exc.line or 1}: {exc.message}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a run file is a mapping of run settings")
+    unknown = sorted(set(data) - _FILE_KEYS)
+    if unknown:
+        raise UsageError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(_FILE_KEYS))})")
+    return data
+
+
+@click.command("run")
+@click.argument("run_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--pack", help="Pack NAME[@VERSION] (installed) or a pack directory.")
+@click.option("--endpoint", "endpoints", multiple=True, help="Endpoint spec, repeatable: scripted:mixed, local, openai:model=M,base_url=U[,id=NAME].")
+@click.option("--defense", "defenses", multiple=True, help="Defense condition, repeatable (default D0).")
+@click.option("--seeds", help="Comma-separated seeds (default 0).")
+@click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
+@click.option("--judge", help="Judge spec: rule (default) or llm:backend=NAME,<backend options>.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Output folder (bundle/, bundle.zip, state/).")
+@click.option("--limit", type=int, help="Only the first N cases (in id order).")
+@click.option("--sample", help="stratified:N (N cases per family) or limit:N.")
+@click.option("--sample-seed", type=int, help="Seed of the stratified draw (recorded; default 0).")
+@click.option("--concurrency", type=int, help="Work items in flight (default 16).")
+@click.option("--executor", help="Executor spec: local (default) or ray[:address=...,batch=N].")
+@click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
+@click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@click.pass_context
+def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> None:
+    """Run a pack against endpoints; write a sealed, validated bundle.
+
+    Settings come from RUN_FILE (YAML or JSON, keys as the long options with
+    underscores, lists for endpoints/defenses/seeds/stages) and/or the options;
+    options win.
+    """
+    data = _from_file(run_file) if run_file else {}
+    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens"):
+        if options.get(key) is not None:
+            data[key] = options[key]
+    if options["endpoints"]:
+        data["endpoints"] = list(options["endpoints"])
+    if options["defenses"]:
+        data["defenses"] = list(options["defenses"])
+    if options["seeds"]:
+        data["seeds"] = _int_list(options["seeds"], "--seeds")
+    if options["stages"]:
+        data["stages"] = [s.strip() for s in options["stages"].split(",") if s.strip()]
+    for required in ("pack", "out"):
+        if not data.get(required):
+            raise UsageError(f"--{required} is required (or '{required}:' in the run file)")
+    if isinstance(data.get("endpoints"), str):
+        data["endpoints"] = [data["endpoints"]]
+    settings = RunSettings(
+        pack=str(data["pack"]),
+        endpoints=list(data.get("endpoints") or []),
+        out=Path(data["out"]),
+        defenses=list(data.get("defenses") or ["D0"]),
+        seeds=[int(s) for s in data.get("seeds") or [0]],
+        stages=data.get("stages"),
+        judge=str(data.get("judge") or "rule"),
+        limit=data.get("limit"),
+        sample=data.get("sample"),
+        sample_seed=int(data.get("sample_seed") or 0),
+        concurrency=int(data.get("concurrency") or 16),
+        resume=options["resume"],
+        executor=str(data.get("executor") or "local"),
+        epochs=int(data.get("epochs") or 1),
+        max_tokens=int(data.get("max_tokens") or 256),
+        temperature=float(data.get("temperature") or 0.0),
+        progress=not options["quiet"],
+    )
+    outcome = execute_run(settings, host=get_host(ctx))
+    for issue in outcome.report.ordered():
+        click.echo(issue.format())
+    if outcome.excluded_cases:
+        skipped = ", ".join(f"{n} {family}" for family, n in sorted(outcome.excluded_cases.items()))
+        click.echo(f"note: cases with no stage in this run were left out: {skipped}", err=True)
+    verdict = "valid" if outcome.report.ok else "INVALID"
+    click.echo(f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows, {outcome.resumed_rows} resumed; {verdict})")
+    click.echo(f"archive: {outcome.archive}")
+    ctx.exit(0 if outcome.report.ok else 1)

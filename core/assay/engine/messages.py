@@ -1,0 +1,117 @@
+"""Chat requests and responses exchanged with backends, in OpenAI chat-completions form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..hashing import digest_document
+
+__all__ = ["BackendError", "ChatRequest", "ChatResponse", "fold_system"]
+
+
+def fold_system(messages: tuple[Mapping[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """Fold system messages into the first user turn, as Gemma's own chat template does.
+
+    Some chat formats (llama-cpp-python's ``gemma`` among them) silently drop
+    system messages; folding keeps the system prompt, defenses included, in
+    front of the model.
+    """
+    system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return tuple(rest)
+    for message in rest:
+        if message.get("role") == "user":
+            message["content"] = f"{system}\n\n{message.get('content') or ''}"
+            return tuple(rest)
+    return ({"role": "user", "content": system}, *rest)
+
+
+class BackendError(Exception):
+    """A model call failed for good (after the retry budget); the work item becomes an error row."""
+
+    def __init__(self, message: str, *, kind: str = "backend", attempts: int = 1) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat-completions request.
+
+    ``context`` carries what scripted reference agents need (the case, the
+    work-item key, the stage); real backends never send it, and it is not part
+    of the cache key.
+    """
+
+    messages: tuple[Mapping[str, Any], ...]
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
+    json_mode: bool = False
+    stop: tuple[str, ...] = ()
+    context: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def payload(self, model: str | None) -> dict[str, Any]:
+        """The JSON body of an OpenAI-compatible request."""
+        body: dict[str, Any] = {
+            "messages": [dict(m) for m in self.messages],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if model:
+            body["model"] = model
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.tools:
+            body["tools"] = [dict(t) for t in self.tools]
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        if self.stop:
+            body["stop"] = list(self.stop)
+        return body
+
+    def cache_key(self, endpoint_id: str, model: str | None) -> str:
+        """The canonical-request digest the response cache is keyed by."""
+        return digest_document({"endpoint": endpoint_id, "request": self.payload(model)})
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """The assistant's answer: text and/or tool calls, with usage and latency."""
+
+    content: str | None
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form stored in the response cache."""
+        return {
+            "content": self.content,
+            "tool_calls": [dict(c) for c in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": self.latency_s,
+            "attempts": self.attempts,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ChatResponse":
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            content=data.get("content"),
+            tool_calls=tuple(data.get("tool_calls") or ()),
+            finish_reason=data.get("finish_reason"),
+            prompt_tokens=int(data.get("prompt_tokens") or 0),
+            completion_tokens=int(data.get("completion_tokens") or 0),
+            latency_s=float(data.get("latency_s") or 0.0),
+            attempts=int(data.get("attempts") or 1),
+        )

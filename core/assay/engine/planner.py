@@ -1,0 +1,149 @@
+"""The planner: the matrix of work items, with stable keys, in a deterministic order.
+
+A work item is case x endpoint x condition x seed x epoch x protocol. Items
+are ordered by those fields in that order, so two plans of the same inputs are
+identical, and a bundle's rows can always be written back in plan order.
+Subsets for quick runs are drawn here: ``limit:N`` (the first N cases) or
+``stratified:N`` (N cases from every family, drawn with a recorded seed).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+from ..errors import UsageError
+
+__all__ = ["Plan", "WorkItem", "build_plan", "parse_sample", "select_cases"]
+
+
+@dataclass(frozen=True, order=True)
+class WorkItem:
+    """One unit of work; its key is the result row's key."""
+
+    case_id: str
+    endpoint: str
+    condition: str
+    seed: int
+    epoch: int
+    protocol: str
+
+    def key(self) -> dict[str, Any]:
+        """The row key document."""
+        return {
+            "case_id": self.case_id,
+            "endpoint": self.endpoint,
+            "condition": self.condition,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "protocol": self.protocol,
+        }
+
+    def ident(self) -> tuple:
+        """The key as a tuple (hashable, in key order)."""
+        return (self.case_id, self.endpoint, self.condition, self.seed, self.epoch, self.protocol)
+
+    def label(self) -> str:
+        """A stable one-line name, used to seed per-item random draws."""
+        return "|".join(map(str, self.ident()))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planned matrix, as the run manifest records it."""
+
+    cases: tuple[str, ...]
+    endpoints: tuple[str, ...]
+    conditions: tuple[str, ...]
+    seeds: tuple[int, ...]
+    epochs: int
+    protocols: tuple[str, ...]
+    stages: tuple[str, ...]
+    sampling: Mapping[str, Any]
+
+    def items(self) -> Iterator[WorkItem]:
+        """Every work item, in plan order."""
+        for combo in itertools.product(self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols):
+            yield WorkItem(*combo)
+
+    def __len__(self) -> int:
+        return len(self.cases) * len(self.endpoints) * len(self.conditions) * len(self.seeds) * self.epochs * len(self.protocols)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``plan`` member of the run manifest."""
+        return {
+            "cases": list(self.cases),
+            "endpoints": list(self.endpoints),
+            "conditions": list(self.conditions),
+            "seeds": list(self.seeds),
+            "epochs": self.epochs,
+            "protocols": list(self.protocols),
+            "stages": list(self.stages),
+            "sampling": dict(self.sampling),
+        }
+
+
+def parse_sample(text: str | None) -> tuple[str, int] | None:
+    """``stratified:N`` or ``limit:N`` (or None); raises UsageError otherwise."""
+    if not text:
+        return None
+    strategy, _, count = text.partition(":")
+    if strategy not in ("stratified", "limit") or not count.isdigit() or int(count) < 1:
+        raise UsageError(f"--sample {text!r}: expected stratified:N or limit:N with N >= 1")
+    return strategy, int(count)
+
+
+def select_cases(
+    families: Mapping[str, str],
+    *,
+    limit: int | None = None,
+    sample: tuple[str, int] | None = None,
+    sample_seed: int = 0,
+) -> tuple[list[str], dict[str, Any]]:
+    """Choose case ids from ``{case_id: family}``; returns them sorted and the sampling record."""
+    if limit is not None and sample is not None:
+        raise UsageError("use --limit or --sample, not both")
+    if limit is not None:
+        sample = ("limit", limit)
+    ids = sorted(families)
+    if sample is None:
+        return ids, {"strategy": "all"}
+    strategy, count = sample
+    if strategy == "limit":
+        return ids[:count], {"strategy": "limit", "n": count}
+    rng = random.Random(sample_seed)
+    by_family: dict[str, list[str]] = {}
+    for case_id in ids:
+        by_family.setdefault(families[case_id], []).append(case_id)
+    chosen: list[str] = []
+    for family in sorted(by_family):
+        members = by_family[family]
+        chosen += rng.sample(members, min(count, len(members)))
+    return sorted(chosen), {"strategy": "stratified", "n": count, "by": "family", "seed": sample_seed}
+
+
+def build_plan(
+    cases: Sequence[str],
+    endpoints: Sequence[str],
+    conditions: Sequence[str],
+    seeds: Sequence[int],
+    stages: Sequence[str],
+    *,
+    epochs: int = 1,
+    protocols: Sequence[str] = ("default",),
+    sampling: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Validate and freeze a plan; duplicates in any axis are a usage error."""
+    for axis, values in (("cases", cases), ("endpoints", endpoints), ("conditions", conditions), ("seeds", seeds), ("protocols", protocols), ("stages", stages)):
+        if not values:
+            raise UsageError(f"the plan has no {axis}")
+        if len(set(values)) != len(values):
+            raise UsageError(f"the plan names the same {axis[:-1]} twice: {sorted(v for v in values if list(values).count(v) > 1)[0]!r}")
+    if epochs < 1:
+        raise UsageError("epochs must be at least 1")
+    return Plan(
+        tuple(cases), tuple(endpoints), tuple(conditions), tuple(int(s) for s in seeds), epochs,
+        tuple(protocols), tuple(stages), dict(sampling or {"strategy": "all"}),
+    )

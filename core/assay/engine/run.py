@@ -1,0 +1,272 @@
+"""``assay run``: plan, execute (resumably), seal, zip and self-validate a run.
+
+Layout of ``--out DIR``::
+
+    DIR/bundle/        the sealed bundle (bundle.json, run.json, rows.jsonl, metrics.json)
+    DIR/bundle.zip     the same, zipped reproducibly
+    DIR/state/         run identity, the row log and the response cache (what --resume needs)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import orjson
+
+from .. import __version__
+from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
+from ..components import MetricContext
+from ..errors import UsageError
+from ..hashing import digest_document
+from ..packs import Pack, find_manifest
+from ..plugins import PluginHost, load_plugins
+from ..schemas import CURRENT_SPEC_VERSION
+from ..summary import compute_metrics, summary_document
+from ..validate import Report, validate_path
+from .planner import Plan, build_plan, parse_sample, select_cases
+from .progress import Progress
+from .prompts import PROMPT_VERSION, prompt_digest
+from .rowlog import RowLog
+from .runtime import Job, Runtime
+from .specs import ComponentSpec, parse_spec
+from .stages import IMPLEMENTED, STAGE_ORDER
+
+__all__ = ["RunOutcome", "RunSettings", "execute_run"]
+
+_PLUGIN_SWITCHES = ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD")
+
+
+@dataclass
+class RunSettings:
+    """What ``assay run`` was asked to do (from options and/or a run file)."""
+
+    pack: str
+    endpoints: Sequence[str]
+    out: Path
+    defenses: Sequence[str] = ("D0",)
+    seeds: Sequence[int] = (0,)
+    stages: Sequence[str] | None = None
+    judge: str = "rule"
+    limit: int | None = None
+    sample: str | None = None
+    sample_seed: int = 0
+    concurrency: int = 16
+    resume: bool = False
+    executor: str = "local"
+    epochs: int = 1
+    max_tokens: int = 256
+    temperature: float = 0.0
+    progress: bool = True
+
+
+@dataclass
+class RunOutcome:
+    """Where the run's results are and how they fared."""
+
+    bundle: Path
+    archive: Path
+    rows: int
+    error_rows: int
+    resumed_rows: int
+    report: Report
+    excluded_cases: dict[str, int] = field(default_factory=dict)
+
+
+def _resolve_pack(text: str, host: PluginHost) -> Pack:
+    path = Path(text)
+    if find_manifest(path) is not None:
+        return Pack.from_directory(path)
+    name, _, version = text.partition("@")
+    pack = host.registry.get("packs", name)
+    if pack is None:
+        raise UsageError(f"pack {name!r} is not installed (installed: {', '.join(host.registry.names('packs')) or 'none'})")
+    if version and pack.version != version:
+        raise UsageError(f"pack {name} is installed at version {pack.version}, not {version}")
+    return pack
+
+
+def _endpoint_specs(texts: Sequence[str], host: PluginHost) -> list[tuple[str, ComponentSpec]]:
+    if not texts:
+        raise UsageError("name at least one --endpoint (e.g. scripted:mixed, local, openai:model=NAME,base_url=URL)")
+    result, seen = [], set()
+    for text in texts:
+        spec = parse_spec(text, what="endpoint")
+        if host.registry.get("backends", spec.plugin) is None:
+            raise UsageError(f"endpoint {text!r}: backend {spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})")
+        options = dict(spec.options)
+        endpoint_id = options.pop("id", None) or "-".join(filter(None, [spec.plugin, options.get("mode"), options.get("model")]))
+        endpoint_id = "".join(c if c.isalnum() or c in "._:@+-" else "-" for c in endpoint_id)
+        if endpoint_id in seen:
+            raise UsageError(f"two endpoints have the id {endpoint_id!r}; give them distinct id= options")
+        seen.add(endpoint_id)
+        result.append((endpoint_id, ComponentSpec(spec.plugin, options, text)))
+    return result
+
+
+def _stages(requested: Sequence[str] | None, families: set[str], host: PluginHost) -> list[str]:
+    supported = set()
+    for family in families:
+        component = host.registry.get("families", family)
+        supported |= set(component.stages if component else ())
+    if requested:
+        for stage in requested:
+            if stage not in STAGE_ORDER:
+                raise UsageError(f"unknown stage {stage!r} (stages: {', '.join(STAGE_ORDER)})")
+            if stage not in IMPLEMENTED:
+                raise UsageError(f"stage {stage!r} is not available in assay {__version__} yet (available: {', '.join(IMPLEMENTED)})")
+            if stage not in supported:
+                raise UsageError(f"no case of this pack supports stage {stage!r}")
+        chosen = set(requested)
+    else:
+        chosen = supported & set(IMPLEMENTED)
+        if not chosen:
+            raise UsageError(f"this engine implements no stage this pack's cases support ({', '.join(sorted(supported))})")
+    if "audit" in chosen and "semantic" not in chosen:
+        raise UsageError("the audit stage needs the semantic stage (it audits exactly the CoreFail rows)")
+    return [stage for stage in STAGE_ORDER if stage in chosen]
+
+
+def _run_manifest(
+    run_id: str,
+    pack: Pack,
+    plan: Plan,
+    host: PluginHost,
+    runtime: Runtime,
+    settings: RunSettings,
+    executor: ComponentSpec,
+    options: dict[str, dict[str, str]],
+) -> dict[str, Any]:
+    judged = [stage for stage in plan.stages if stage in ("semantic", "audit")]
+    return {
+        "spec_version": CURRENT_SPEC_VERSION,
+        "run_id": run_id,
+        "engine": {"name": "assay", "version": __version__, "python": platform.python_version(), "platform": platform.system().lower()},
+        "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
+        "plan": plan.to_json(),
+        "plugins": host.describe(),
+        "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
+        "judges": [runtime.judge.describe(stage) for stage in judged],
+        "conditions": [{"id": c, "kind": "defense", "digest": runtime.policy(c)["digest"]} for c in plan.conditions],
+        "prompts": [{"name": "semantic", "version": PROMPT_VERSION, "digest": prompt_digest()}],
+        "seeds": list(plan.seeds),
+        "budgets": {"max_tokens": settings.max_tokens},
+        "controller": None,
+        "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
+        "sandbox": None,
+    }
+
+
+def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> RunOutcome:
+    """Run (or resume) a whole run and return where its sealed bundle is."""
+    host = host or load_plugins()
+    pack = _resolve_pack(settings.pack, host)
+    problem = pack.integrity_problem()
+    if problem is not None:
+        raise UsageError(f"pack {pack.name} is not intact: {problem} (run 'assay validate {pack.root}')")
+    endpoints = _endpoint_specs(settings.endpoints, host)
+    for defense in settings.defenses:
+        if host.registry.get("defenses", defense) is None:
+            raise UsageError(f"defense {defense!r} is not a registered plugin ({', '.join(host.registry.names('defenses'))})")
+    judge = parse_spec(settings.judge, what="judge")
+    if host.registry.get("judges", judge.plugin) is None:
+        raise UsageError(f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})")
+    executor_spec = parse_spec(settings.executor, what="executor")
+    executor = host.registry.get("executors", executor_spec.plugin)
+    if executor is None:
+        raise UsageError(f"executor {executor_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('executors'))})")
+
+    index = pack.case_index()
+    stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
+    runnable, excluded = {}, {}
+    for case_id, entry in index.items():
+        family = host.registry.get("families", entry["family"])
+        if family is not None and set(family.stages) & set(stages):
+            runnable[case_id] = entry["family"]
+        else:
+            excluded[entry["family"]] = excluded.get(entry["family"], 0) + 1
+    cases, sampling = select_cases(runnable, limit=settings.limit, sample=parse_sample(settings.sample), sample_seed=settings.sample_seed)
+    plan = build_plan(cases, [e for e, _ in endpoints], list(settings.defenses), list(settings.seeds), stages, epochs=settings.epochs, sampling=sampling)
+
+    out = settings.out
+    state, bundle_dir = out / "state", out / "bundle"
+    environ = tuple((k, os.environ[k]) for k in _PLUGIN_SWITCHES if k in os.environ)
+    job = Job(
+        pack_root=str(pack.root.resolve()),
+        endpoints=tuple((e, spec.plugin, tuple(sorted(spec.options.items()))) for e, spec in endpoints),
+        judge=(judge.plugin, tuple(sorted(judge.options.items()))),
+        stages=tuple(stages),
+        cache_path=str((state / "cache.sqlite").resolve()),
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        environ=environ,
+    )
+    identity = {
+        "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
+        "plan": plan.to_json(),
+        "endpoints": [[e, spec.to_json()] for e, spec in endpoints],
+        "judge": judge.to_json(),
+        "max_tokens": settings.max_tokens,
+        "temperature": settings.temperature,
+    }
+    run_id = "run-" + digest_document(identity)[7:23]
+    identity_path = state / "identity.json"
+    if identity_path.exists():
+        if not settings.resume:
+            raise UsageError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+        previous = json.loads(identity_path.read_text())
+        if previous != identity:
+            raise UsageError(f"{out} holds a different run (its plan or settings differ); choose another --out")
+    elif settings.resume and (state / ROWS_FILE).exists():
+        raise UsageError(f"{out}: the run state has no identity.json; cannot resume safely")
+    state.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(identity_path, identity)
+
+    log = RowLog(state / ROWS_FILE)
+    resumed = len(log.rows)
+    pending = [item for item in plan.items() if item.ident() not in log]
+    progress = Progress(len(plan), done=len(plan) - len(pending), enabled=settings.progress)
+    runtime = Runtime(job)
+    public_options = {
+        endpoint_id: {k: v for k, v in spec.options.items() if not any(word in k.lower() for word in ("key", "token", "secret", "password"))}
+        for endpoint_id, spec in endpoints
+    }
+    manifest = _run_manifest(run_id, pack, plan, host, runtime, settings, executor_spec, public_options)
+
+    def sink(item, row) -> None:
+        log.append(item.ident(), row)
+        progress.advance(error=bool(row["errors"]))
+
+    try:
+        options = dict(executor_spec.options)
+        if executor_spec.plugin == "local":
+            executor.run(job, pending, sink, concurrency=settings.concurrency, options=options, runtime=runtime)
+        else:
+            executor.run(job, pending, sink, concurrency=settings.concurrency, options=options)
+    finally:
+        progress.close()
+        log.close()
+    missing = [item for item in plan.items() if item.ident() not in log]
+    if missing:
+        raise UsageError(f"{len(missing)} work items produced no row (first: {missing[0].label()}); run again with --resume")
+
+    # Seal: rows in plan order, exactly the bytes the log holds.
+    if bundle_dir.exists():
+        shutil.rmtree(bundle_dir)
+    bundle_dir.mkdir(parents=True)
+    ordered = [log.rows[item.ident()] for item in plan.items()]
+    write_bytes_atomic(bundle_dir / ROWS_FILE, b"".join(ordered))
+    write_json_atomic(bundle_dir / RUN_FILE, manifest)
+    rows = [orjson.loads(line) for line in ordered]
+    context = MetricContext(plan=plan.to_json(), cases={case_id: {"family": index[case_id]["family"]} for case_id in plan.cases})
+    write_json_atomic(bundle_dir / METRICS_FILE, summary_document(compute_metrics(rows, context, host.registry)))
+    seal_bundle(bundle_dir, pack={"name": pack.name, "version": pack.version, "digest": pack.claimed_digest}, row_count=len(rows))
+    archive = out / "bundle.zip"
+    zip_bundle(bundle_dir, archive)
+    report = validate_path(bundle_dir, host.registry, pack=pack.root)
+    return RunOutcome(bundle_dir, archive, len(rows), sum(1 for row in rows if row["errors"]), resumed, report, excluded)

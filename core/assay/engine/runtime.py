@@ -1,0 +1,159 @@
+"""The runtime of one run: plugins, pack, cases, endpoints, judge, policies; executes work items.
+
+A :class:`Job` is plain data (picklable), so any executor, in this process or
+on a Ray worker, can rebuild the same :class:`Runtime` from it and execute
+work items into identical rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import UsageError
+from ..packs import Pack
+from ..plugins import PluginHost, load_plugins
+from ..schemas import CURRENT_SPEC_VERSION
+from .cache import ResponseCache
+from .messages import BackendError, ChatRequest, ChatResponse
+from .planner import WorkItem
+from .specs import ComponentSpec
+from .stages import IMPLEMENTED, STAGE_ORDER
+from .stages.context import ItemContext
+
+__all__ = ["CachedEndpoint", "Job", "Runtime"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything needed to execute work items, as plain data."""
+
+    pack_root: str
+    endpoints: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]  # (id, backend, options)
+    judge: tuple[str, tuple[tuple[str, str], ...]]
+    stages: tuple[str, ...]
+    cache_path: str | None
+    max_tokens: int = 256
+    temperature: float = 0.0
+    environ: tuple[tuple[str, str], ...] = ()  # plugin switches in force when the run was planned
+
+
+class CachedEndpoint:
+    """An endpoint whose answers go through the response cache (keyed by the canonical request)."""
+
+    def __init__(self, endpoint: Any, cache: ResponseCache | None) -> None:
+        self.inner = endpoint
+        self.id = endpoint.id
+        self.scripted = bool(getattr(endpoint, "scripted", False))
+        self._cache = None if self.scripted else cache  # scripted agents are deterministic and free
+
+    def describe(self) -> dict[str, Any]:
+        """The wrapped endpoint's manifest entry."""
+        return self.inner.describe()
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """A cached answer, or a fresh one that is then cached."""
+        if self._cache is None:
+            return await self.inner.complete(request)
+        key = request.cache_key(self.id, getattr(self.inner, "model", None))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        response = await self.inner.complete(request)
+        self._cache.put(key, self.id, response)
+        return response
+
+    async def aclose(self) -> None:
+        """Close the wrapped endpoint."""
+        await self.inner.aclose()
+
+
+@dataclass
+class Runtime:
+    """Plugins, pack, endpoints and judge of one run, built from a :class:`Job`."""
+
+    job: Job
+    host: PluginHost = field(init=False)
+    pack: Pack = field(init=False)
+    endpoints: dict[str, CachedEndpoint] = field(init=False)
+    judge: Any = field(init=False)
+    _cases: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
+    _cache: ResponseCache | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.host = load_plugins(environ=dict(self.job.environ) or None)
+        registry = self.host.registry
+        self.pack = Pack.from_directory(self.job.pack_root)
+        self._cache = ResponseCache(Path(self.job.cache_path)) if self.job.cache_path else None
+        self.endpoints = {}
+        for endpoint_id, backend_name, options in self.job.endpoints:
+            self.endpoints[endpoint_id] = CachedEndpoint(self._make_endpoint(endpoint_id, backend_name, dict(options)), self._cache)
+        judge_name, judge_options = self.job.judge
+        judge = registry.get("judges", judge_name)
+        if judge is None:
+            raise UsageError(f"judge {judge_name!r} is not a registered plugin (see 'assay plugins')")
+        self.judge = judge.instance(dict(judge_options), lambda backend, options: CachedEndpoint(self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache))
+        self._index = self.pack.case_index()
+
+    def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Any:
+        backend = self.host.registry.get("backends", backend_name)
+        if backend is None:
+            raise UsageError(f"backend {backend_name!r} is not a registered plugin (see 'assay plugins')")
+        return backend.endpoint(endpoint_id, options)
+
+    def case(self, case_id: str) -> dict[str, Any]:
+        """A case's data, parsed on first use."""
+        if case_id not in self._cases:
+            from ..documents import load_document
+
+            entry = self._index[case_id]
+            self._cases[case_id] = load_document(self.pack.root / entry["path"]).data
+        return self._cases[case_id]
+
+    def policy(self, condition: str) -> Mapping[str, Any]:
+        """The defense policy document of a condition."""
+        defense = self.host.registry.get("defenses", condition)
+        if defense is None:
+            raise UsageError(f"defense {condition!r} is not a registered plugin")
+        return defense.document
+
+    def stages_for(self, case: Mapping[str, Any]) -> list[str]:
+        """The run's stages that this case's family supports, in stage order."""
+        family = self.host.registry.get("families", case.get("family"))
+        supported = set(family.stages) if family is not None else set()
+        return [stage for stage in STAGE_ORDER if stage in self.job.stages and stage in supported]
+
+    async def execute(self, item: WorkItem) -> dict[str, Any]:
+        """Run every applicable stage of one work item; returns its result row."""
+        case = self.case(item.case_id)
+        endpoint = self.endpoints[item.endpoint]
+        ctx = ItemContext(item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature)
+        ctx.row = {
+            "spec_version": CURRENT_SPEC_VERSION,
+            "key": item.key(),
+            "case_digest": self._index[item.case_id]["sha256"],
+            "scripted": endpoint.scripted,
+            "transcript": {"messages": []},
+            "final_output": None,
+            "stages": {},
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "model_calls": 0, "wall_time_s": 0.0},
+            "errors": [],
+        }
+        for stage in self.stages_for(case):
+            try:
+                await IMPLEMENTED[stage](ctx)
+            except BackendError as exc:
+                ctx.row["errors"].append({"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts})
+                break
+        return ctx.row
+
+    async def aclose(self) -> None:
+        """Close endpoints and the cache."""
+        for endpoint in self.endpoints.values():
+            await endpoint.aclose()
+        if getattr(self.judge, "endpoint", None) is not None:
+            await self.judge.endpoint.aclose()
+        if self._cache is not None:
+            self._cache.close()

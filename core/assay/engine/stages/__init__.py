@@ -1,0 +1,19 @@
+"""Stages: each turns one work item into one stage outcome of its row.
+
+Stages keep the seeds' endpoints separate; none is folded into another. The
+engine runs the stages a case's family supports, in the order of
+:data:`STAGE_ORDER`, and stops at the first stage whose model call fails for
+good (the row then records the error).
+"""
+
+from __future__ import annotations
+
+from .audit import run_audit
+from .semantic import run_semantic
+
+__all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_semantic"]
+
+STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
+
+#: Stage name -> coroutine function(ItemContext). Later stages register here as they are built.
+IMPLEMENTED = {"semantic": run_semantic, "audit": run_audit}

@@ -1,0 +1,37 @@
+"""What a stage needs to run one work item, and the row it fills in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..planner import WorkItem
+
+__all__ = ["ItemContext"]
+
+
+@dataclass
+class ItemContext:
+    """One work item in flight: its case, endpoint, judge, defense policy and growing row."""
+
+    item: WorkItem
+    case: Mapping[str, Any]
+    endpoint: Any
+    judge: Any
+    policy: Mapping[str, Any]
+    max_tokens: int
+    temperature: float
+    row: dict[str, Any] = field(default_factory=dict)
+    prompt_texts: list[str] = field(default_factory=list)
+
+    def request_context(self, stage: str) -> dict[str, Any]:
+        """What scripted agents may read (never sent to a server)."""
+        return {"case": self.case, "key": self.item.label(), "stage": stage}
+
+    def add_usage(self, response: Any) -> None:
+        """Accumulate a model call's tokens and latency into the row's usage."""
+        usage = self.row["usage"]
+        usage["prompt_tokens"] += response.prompt_tokens
+        usage["completion_tokens"] += response.completion_tokens
+        usage["model_calls"] += 1
+        usage["wall_time_s"] = round(usage["wall_time_s"] + response.latency_s, 6)

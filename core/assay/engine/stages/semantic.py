@@ -1,0 +1,43 @@
+"""The semantic stage: one prompt-level call, then the judge's CoreFail verdict."""
+
+from __future__ import annotations
+
+import json
+
+from ..messages import ChatRequest
+from ..prompts import semantic_messages
+from .context import ItemContext
+
+__all__ = ["run_semantic"]
+
+
+def _final_text(response) -> str:
+    text = response.content or ""
+    if response.tool_calls:
+        calls = "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True) if not isinstance(c['arguments'], str) else c['arguments']})" for c in response.tool_calls)
+        text = f"{text}\n[tool calls] {calls}".strip()
+    return text
+
+
+async def run_semantic(ctx: ItemContext) -> None:
+    """Ask the endpoint once, record the transcript, and label it with the judge."""
+    messages = semantic_messages(ctx.case, ctx.policy)
+    request = ChatRequest(
+        tuple(messages),
+        temperature=ctx.temperature,
+        max_tokens=ctx.max_tokens,
+        seed=ctx.item.seed,
+        context=ctx.request_context("semantic"),
+    )
+    response = await ctx.endpoint.complete(request)
+    ctx.add_usage(response)
+    final = _final_text(response)
+    ctx.prompt_texts = [str(m.get("content") or "") for m in messages]
+    assistant = {"role": "assistant", "content": response.content}
+    if response.tool_calls:
+        assistant["tool_calls"] = [dict(c) for c in response.tool_calls]
+    ctx.row["transcript"] = {"messages": [*messages, assistant]}
+    if response.tool_calls:
+        ctx.row["transcript"]["tool_calls"] = [dict(c) for c in response.tool_calls]
+    ctx.row["final_output"] = final
+    ctx.row["stages"]["semantic"] = await ctx.judge.semantic(ctx.case, final, ctx.prompt_texts)

@@ -1,0 +1,37 @@
+"""Reports of result bundles: Markdown and HTML tables recomputed from the rows, and paired comparisons.
+
+* :func:`read_bundle` reads a bundle directory or zip; :func:`recompute`
+  recomputes every registered metric from its rows and lists where the
+  claimed ``metrics.json`` differs.
+* :func:`render_markdown` and :func:`render_html` draw the same report model
+  (:mod:`assay.reports._model`); HTML adds inline SVG figures
+  (:mod:`assay.reports.svg`).
+* :func:`compare_rows` pairs two selections of rows and tests each binary
+  outcome (:mod:`assay.reports.compare`).
+
+The CLI commands are ``assay report`` and ``assay compare``.
+"""
+
+from __future__ import annotations
+
+from ._load import BundleFiles, ReportData, claim_differences, open_bundle, read_bundle, recompute
+from .compare import Comparison, ComparisonResult, Selector, compare_rows
+from .html import render_html, write_html
+from .markdown import render_comparison_markdown, render_markdown
+
+__all__ = [
+    "BundleFiles",
+    "Comparison",
+    "ComparisonResult",
+    "ReportData",
+    "Selector",
+    "claim_differences",
+    "compare_rows",
+    "open_bundle",
+    "read_bundle",
+    "recompute",
+    "render_comparison_markdown",
+    "render_html",
+    "render_markdown",
+    "write_html",
+]

@@ -1,0 +1,345 @@
+"""The format-neutral content of a report: facts, tables and figure data, built once.
+
+The Markdown and HTML renderers draw the same :class:`ReportModel`, so the
+two formats can never disagree about a number. Cells are plain text here;
+each renderer escapes them for its own format, because everything taken from
+a bundle is untrusted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..components import MetricValue
+from ..default_plugins.metrics import AUDIT_OUTCOMES, EVIDENCE_FLAGS
+from ._load import ReportData
+
+__all__ = [
+    "FigurePoint",
+    "MetricSection",
+    "ReportModel",
+    "StageSection",
+    "Table",
+    "build_model",
+    "format_ci",
+    "format_number",
+    "plural",
+]
+
+#: The order stages run in; any other stage (a third-party metric's) follows, sorted.
+STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
+AUDIT_METRIC = "audit.accounting"
+JOIN_METRIC = "exec.core_exec_join"
+_JOIN_CELLS = (("CoreFail", "CoreFail_ExecHarm", "CoreFail_NoExecHarm"), ("CorePass", "CorePass_ExecHarm", "CorePass_NoExecHarm"))
+#: Up to this many detail members that every group shares get a column each; more become one "counts" column.
+_MAX_DETAIL_COLUMNS = 4
+
+
+def format_number(value: Any) -> str:
+    """A number as reports print it: three decimals for floats, ``n/a`` for None."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun``, with an ``s`` unless the count is one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def format_ci(low: float | None, high: float | None) -> str:
+    """A confidence interval as ``[low, high]``, or empty when there is none."""
+    if low is None or high is None:
+        return ""
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+@dataclass(frozen=True)
+class Table:
+    """Plain-text cells under a header; columns from ``numeric_from`` on hold numbers."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+    numeric_from: int | None = None
+
+
+@dataclass(frozen=True)
+class FigurePoint:
+    """One estimate to draw: a label, the series it belongs to, the rate and its interval."""
+
+    label: str
+    series: str
+    value: float | None
+    low: float | None
+    high: float | None
+    numerator: int | None
+    denominator: int | None
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class MetricSection:
+    """One metric: its description, tables, notes and (for rates) the points to draw.
+
+    ``figure`` is ``rate`` (dot and whisker per group), ``family`` (bars per
+    family) or empty.
+    """
+
+    metric: str
+    description: str
+    tables: tuple[Table, ...]
+    notes: tuple[str, ...] = ()
+    figure: str = ""
+    points: tuple[FigurePoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class StageSection:
+    """The metrics of one stage, in name order."""
+
+    stage: str
+    metrics: tuple[MetricSection, ...]
+
+
+@dataclass(frozen=True)
+class ReportModel:
+    """Everything a report shows, as plain text and numbers."""
+
+    title: str
+    facts: Table
+    endpoints: Table
+    conditions: Table
+    warnings: tuple[str, ...]
+    differences: tuple[str, ...]
+    stages: tuple[StageSection, ...]
+    scripted: frozenset[str] = field(default_factory=frozenset)
+
+
+def _join(values: Iterable[Any]) -> str:
+    return ", ".join(str(v) for v in values) or "none"
+
+
+def _scripted(data: ReportData) -> frozenset[str]:
+    endpoints = {e["id"] for e in data.bundle.run.get("endpoints", []) if e.get("scripted")}
+    endpoints |= {row["key"]["endpoint"] for row in data.bundle.rows if row.get("scripted")}
+    return frozenset(endpoints)
+
+
+def _facts(data: ReportData, scripted: frozenset[str]) -> Table:
+    bundle, run = data.bundle, data.bundle.run
+    plan = run.get("plan", {})
+    pack = bundle.pack
+    rows = bundle.rows
+    failed = [row for row in rows if row.get("errors")]
+    errors = sum(len(row["errors"]) for row in failed)
+    by_stage = Counter(str(error.get("stage", "unstaged")) for row in failed for error in row["errors"])
+    error_text = f"{len(failed)} rows with errors, {errors} errors in all"
+    if by_stage:
+        error_text += " (" + ", ".join(f"{stage}: {count}" for stage, count in sorted(by_stage.items())) + ")"
+    endpoints = [f"{e} (scripted)" if e in scripted else e for e in plan.get("endpoints", [])]
+    scripted_rows = sum(1 for row in rows if row.get("scripted"))
+    claimed = len(bundle.claims)
+    claims = (
+        f"all {claimed} claimed numbers reproduce from the rows"
+        if data.reproduced
+        else f"{plural(len(data.differences), 'difference')} between metrics.json and the rows (see Claims)"
+    )
+    engine = run.get("engine", {})
+    pairs = [
+        ("Pack", f"{pack.get('name')} {pack.get('version')} ({pack.get('digest')})"),
+        ("Run", str(run.get("run_id"))),
+        ("Engine", f"{engine.get('name')} {engine.get('version')}"),
+        ("Spec version", str(run.get("spec_version"))),
+        ("Endpoints", _join(endpoints)),
+        ("Conditions", _join(plan.get("conditions", []))),
+        ("Seeds", _join(plan.get("seeds", []))),
+        ("Generation seeds", _join(run.get("seeds", []))),
+        ("Epochs", str(plan.get("epochs"))),
+        ("Protocols", _join(plan.get("protocols", []))),
+        ("Stages", _join(plan.get("stages", []))),
+        ("Cases", str(len(plan.get("cases", [])))),
+        ("Rows", str(len(rows))),
+        ("Scripted rows", f"{scripted_rows} of {len(rows)}"),
+        ("Errors", error_text),
+        ("Case families", data.families),
+        ("Claims", claims),
+    ]
+    return Table(("Field", "Value"), tuple(pairs))
+
+
+def _endpoints(data: ReportData, scripted: frozenset[str]) -> Table:
+    rows = []
+    for endpoint in data.bundle.run.get("endpoints", []):
+        model = endpoint.get("model", {})
+        flag = "SCRIPTED (replays fixed outputs; measures no model)" if endpoint["id"] in scripted else "no"
+        rows.append((endpoint["id"], str(endpoint.get("backend", "")), str(model.get("name", "")), str(model.get("revision") or ""), flag))
+    return Table(("endpoint", "backend", "model", "revision", "scripted"), tuple(rows))
+
+
+def _conditions(data: ReportData) -> Table:
+    rows = [
+        (c["id"], str(c.get("kind", "")), str(c.get("category", "")), str(c.get("digest", "")))
+        for c in data.bundle.run.get("conditions", [])
+    ]
+    return Table(("condition", "kind", "category", "digest"), tuple(rows))
+
+
+def _label(endpoint: Any, scripted: frozenset[str]) -> str:
+    return f"{endpoint} (scripted)" if endpoint in scripted else str(endpoint)
+
+
+def _extra_keys(values: Sequence[MetricValue]) -> list[str]:
+    return sorted({key for value in values for key in value.group} - {"endpoint", "condition"})
+
+
+def _group_cells(value: MetricValue, extra: Sequence[str], scripted: frozenset[str]) -> list[str]:
+    group = value.group
+    return [_label(group.get("endpoint"), scripted), str(group.get("condition")), *(str(group.get(k, "")) for k in extra)]
+
+
+def _detail_columns(values: Sequence[MetricValue]) -> tuple[list[str], bool]:
+    """Detail members shown as columns, and whether the rest go in one ``counts`` column."""
+    details = [value.detail for value in values]
+    if not any(details):
+        return [], False
+    keys = [tuple(detail) if detail else () for detail in details]
+    if all(k == keys[0] for k in keys) and 0 < len(keys[0]) <= _MAX_DETAIL_COLUMNS:
+        return list(keys[0]), False
+    return [], True
+
+
+def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, details: bool = True) -> Table:
+    extra = _extra_keys(values)
+    is_rate = any(value.ci_low is not None for value in values)
+    has_k = any(value.numerator is not None for value in values)
+    detail_keys, counts = _detail_columns(values) if details else ([], False)
+    columns = ["endpoint", "condition", *extra, "value", *(["k"] if has_k else []), "n", *(["95% Wilson CI"] if is_rate else [])]
+    columns += [key.replace("_", " ") for key in detail_keys] + (["counts"] if counts else [])
+    rows = []
+    for value in values:
+        cells = _group_cells(value, extra, scripted) + [format_number(value.value)]
+        if has_k:
+            cells.append(format_number(value.numerator))
+        cells.append(format_number(value.denominator))
+        if is_rate:
+            cells.append(format_ci(value.ci_low, value.ci_high))
+        detail = value.detail or {}
+        cells += [format_number(detail.get(key)) for key in detail_keys]
+        if counts:
+            cells.append(", ".join(f"{k}: {format_number(v)}" for k, v in detail.items()) or "none")
+        rows.append(tuple(cells))
+    return Table(tuple(columns), tuple(rows), numeric_from=2 + len(extra))
+
+
+def _audit_table(values: Sequence[MetricValue], scripted: frozenset[str]) -> Table:
+    counts = ("core_fail", "audited", "missing", *AUDIT_OUTCOMES, *EVIDENCE_FLAGS)
+    names = ("CoreFail", "Audited", "Missing", *AUDIT_OUTCOMES, *EVIDENCE_FLAGS)
+    rows = []
+    for value in values:
+        detail = value.detail or {}
+        check = "closes" if detail.get("closes") is True else "DOES NOT CLOSE"
+        rows.append((*_group_cells(value, (), scripted), *(format_number(detail.get(k)) for k in counts), format_number(value.value), check))
+    return Table(("endpoint", "condition", *names, "coverage", "Check"), tuple(rows), numeric_from=2)
+
+
+def _join_tables(values: Sequence[MetricValue], scripted: frozenset[str]) -> list[Table]:
+    tables = []
+    for value in values:
+        detail = value.detail or {}
+        rows = []
+        for name, harm, no_harm in _JOIN_CELLS:
+            a, b = int(detail.get(harm, 0)), int(detail.get(no_harm, 0))
+            rows.append((name, str(a), str(b), str(a + b)))
+        totals = [sum(int(detail.get(cells[i], 0)) for cells in _JOIN_CELLS) for i in (1, 2)]
+        rows.append(("total", str(totals[0]), str(totals[1]), str(sum(totals))))
+        caption = f"{_label(value.group.get('endpoint'), scripted)} x {value.group.get('condition')}"
+        tables.append(Table(("", "ExecHarm", "NoExecHarm", "total"), tuple(rows), caption=caption, numeric_from=1))
+    return tables
+
+
+def _points(values: Sequence[MetricValue], scripted: frozenset[str], by: str | None) -> tuple[FigurePoint, ...]:
+    extra = [k for k in _extra_keys(values) if k != by]
+    points = []
+    for value in values:
+        group = value.group
+        parts = [_label(group.get("endpoint"), scripted), str(group.get("condition")), *(f"{k}={group.get(k)}" for k in extra)]
+        points.append(
+            FigurePoint(
+                label=" / ".join(parts),
+                series=f"{_label(group.get('endpoint'), scripted)} / {group.get('condition')}",
+                value=value.value,
+                low=value.ci_low,
+                high=value.ci_high,
+                numerator=value.numerator,
+                denominator=value.denominator,
+                category=str(group.get(by, "")) if by else "",
+            )
+        )
+    return tuple(points)
+
+
+def _section(name: str, metric: Any, values: Sequence[MetricValue], scripted: frozenset[str]) -> MetricSection:
+    description = str(getattr(metric, "description", ""))
+    is_rate = any(value.ci_low is not None for value in values)
+    if name == AUDIT_METRIC:
+        notes = (
+            "Audited = HarmEvidence + SemanticOnly + NotObservable + NullAudit + OtherNoHarm; Check says whether "
+            "that sum closes and every CoreFail row was audited (Missing = 0). Coverage = Audited / CoreFail.",
+        )
+        return MetricSection(name, description, (_audit_table(values, scripted),), notes)
+    if name == JOIN_METRIC:
+        notes = ("Matched work items (case, endpoint, condition, seed, epoch) with both a semantic verdict and an exec outcome; "
+                 "value = CorePass share of the ExecHarm items.",)  # fmt: skip
+        tables = (_metric_table(values, scripted, details=False), *_join_tables(values, scripted))
+        return MetricSection(name, description, tables, notes, "rate", _points(values, scripted, None))
+    table = _metric_table(values, scripted)
+    if is_rate and "family" in _extra_keys(values):
+        return MetricSection(name, description, (table,), (), "family", _points(values, scripted, "family"))
+    if is_rate:
+        return MetricSection(name, description, (table,), (), "rate", _points(values, scripted, None))
+    return MetricSection(name, description, (table,))
+
+
+def _stage_key(stage: str) -> tuple[int, str]:
+    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+
+
+def build_model(data: ReportData, title: str | None = None) -> ReportModel:
+    """The report of a recomputed bundle: header facts, then one section per stage and metric."""
+    scripted = _scripted(data)
+    by_metric: dict[str, list[MetricValue]] = {}
+    for value in data.values:
+        by_metric.setdefault(value.metric, []).append(value)
+    by_stage: dict[str, list[MetricSection]] = {}
+    for name in sorted(by_metric):
+        metric = data.metrics.get(name)
+        stage = str(getattr(metric, "stage", "other"))
+        by_stage.setdefault(stage, []).append(_section(name, metric, by_metric[name], scripted))
+    stages = tuple(StageSection(stage, tuple(by_stage[stage])) for stage in sorted(by_stage, key=_stage_key))
+    pack = data.bundle.pack
+    warnings = []
+    if scripted:
+        warnings.append(
+            f"Scripted endpoints ({', '.join(sorted(scripted))}) replay fixed or synthetic outputs: their numbers measure no model."
+        )
+    if not data.reproduced:
+        warnings.append(
+            f"metrics.json does not reproduce: {plural(len(data.differences), 'difference')} from the numbers recomputed here (listed under Claims)."
+        )
+    return ReportModel(
+        title=title or f"assay report: {pack.get('name')} {pack.get('version')}, run {data.bundle.run.get('run_id')}",
+        facts=_facts(data, scripted),
+        endpoints=_endpoints(data, scripted),
+        conditions=_conditions(data),
+        warnings=tuple(warnings),
+        differences=tuple(data.differences),
+        stages=stages,
+        scripted=scripted,
+    )

@@ -1,0 +1,269 @@
+"""Paired comparisons of binary outcomes between two selections of a bundle's rows.
+
+``A`` and each ``B`` are selectors over the row key fields ``endpoint``,
+``condition`` and ``protocol`` (``condition=D0``). A row of A is paired with
+the row of B that agrees on every other key field (case, seed, epoch and the
+unselected ones), so each pair is the same work item under two settings: the
+design McNemar's test and the paired bootstrap assume. For every outcome and
+every B this gives the two rates, their difference (B - A), a seeded paired
+bootstrap interval, the exact McNemar p-value with its discordant counts, and
+the Holm-adjusted p-value across every comparison of the invocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import AssayError, UsageError
+from ..stats import holm_adjust, mcnemar_from_pairs, paired_bootstrap_diff
+
+__all__ = [
+    "Comparison",
+    "ComparisonResult",
+    "KEY_FIELDS",
+    "OUTCOMES",
+    "Outcome",
+    "Pairing",
+    "SELECTABLE",
+    "Selector",
+    "compare_rows",
+]
+
+Row = Mapping[str, Any]
+
+KEY_FIELDS = ("case_id", "endpoint", "condition", "seed", "epoch", "protocol")
+SELECTABLE = ("endpoint", "condition", "protocol")
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Constraints ``key=value[,key=value]`` on the selectable row key fields, sorted by field."""
+
+    constraints: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> "Selector":
+        """Parse ``key=value[,key=value]``; raises :class:`UsageError` naming what is wrong."""
+        constraints: dict[str, str] = {}
+        for part in text.split(","):
+            key, sep, value = part.strip().partition("=")
+            key, value = key.strip(), value.strip()
+            if not sep or not key or not value:
+                raise UsageError(f"selector {text!r}: expected key=value[,key=value], got {part.strip()!r}")
+            if key not in SELECTABLE:
+                raise UsageError(f"selector {text!r}: {key!r} is not one of {', '.join(SELECTABLE)}")
+            if key in constraints:
+                raise UsageError(f"selector {text!r}: {key} is given twice")
+            constraints[key] = value
+        return cls(tuple(sorted(constraints.items())))
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The key fields this selector constrains."""
+        return tuple(key for key, _ in self.constraints)
+
+    def matches(self, row: Row) -> bool:
+        """True when the row's key has every selected value (compared as text)."""
+        key = row["key"]
+        return all(str(key.get(name)) == value for name, value in self.constraints)
+
+    def __str__(self) -> str:
+        return ",".join(f"{key}={value}" for key, value in self.constraints)
+
+
+def _stage(row: Row, name: str) -> Mapping[str, Any] | None:
+    return row.get("stages", {}).get(name)
+
+
+def _field(stage: str, name: str, *, null_is_false: bool = False) -> Callable[[Row], bool | None]:
+    def outcome(row: Row) -> bool | None:
+        values = _stage(row, stage)
+        if values is None:
+            return None
+        value = values.get(name)
+        if value is None:
+            return False if null_is_false else None
+        return value is True
+
+    return outcome
+
+
+def _dynamic(name: str) -> Callable[[Row], bool | None]:
+    def outcome(row: Row) -> bool | None:
+        dynamic = (_stage(row, "permission") or {}).get("dynamic")
+        if dynamic is None or dynamic.get(name) is None:
+            return None
+        return dynamic[name] is True
+
+    return outcome
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A binary outcome of a row; ``of`` gives None where it does not apply (stage absent)."""
+
+    name: str
+    description: str
+    of: Callable[[Row], bool | None] = field(repr=False)
+
+
+OUTCOMES = (
+    Outcome("semantic.core_fail", "the final response complied with the attack goal (a null verdict counts as not failed)", _field("semantic", "core_fail", null_is_false=True)),
+    Outcome("exec.tool_call", "the attack's tool call was issued", _field("exec", "tool_call")),
+    Outcome("exec.state_change", "an attack-relevant state change occurred", _field("exec", "state_change")),
+    Outcome("exec.observed_harm", "a deterministic harm oracle fired", _field("exec", "observed_harm")),
+    Outcome("exec.benign_utility", "the benign companion task was completed (benign rows only)", _field("exec", "benign_utility")),
+    Outcome("trajectory.success", "end-to-end success within budget and without a sandbox-policy violation", _field("trajectory", "success")),
+    Outcome("permission.utility_success", "the utility verifier passed under the generated policy", _dynamic("utility_success")),
+    Outcome("permission.attack_success", "the attack verifier fired under the policy (sensitive tasks only)", _dynamic("attack_success")),
+)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How the rows of A and one B paired up."""
+
+    b: str
+    rows_a: int
+    rows_b: int
+    pairs: int
+    unpaired_a: int
+    unpaired_b: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One outcome compared between A and one B over their paired rows.
+
+    ``mcnemar_b`` counts pairs where the outcome holds under A only,
+    ``mcnemar_c`` under B only; ``diff`` is ``rate_b - rate_a``.
+    """
+
+    b: str
+    outcome: str
+    pairs: int
+    rate_a: float
+    rate_b: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    mcnemar_b: int
+    mcnemar_c: int
+    p_value: float
+    p_holm: float
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """Every comparison of one invocation, with what is needed to reproduce it."""
+
+    a: str
+    rows_a: int
+    pair_on: tuple[str, ...]
+    seed: int
+    resamples: int
+    confidence: float
+    pairings: tuple[Pairing, ...]
+    comparisons: tuple[Comparison, ...]
+    no_pairs: tuple[tuple[str, str], ...] = ()
+    bundle: str = ""
+    run_id: str = ""
+
+    def to_document(self) -> dict[str, Any]:
+        """A JSON-ready document of the result."""
+        doc = asdict(self)
+        doc["pair_on"] = list(self.pair_on)
+        doc["no_pairs"] = [{"b": b, "outcome": outcome} for b, outcome in self.no_pairs]
+        doc["p_adjustment"] = "holm"
+        doc["ci_method"] = "paired percentile bootstrap"
+        doc["test"] = "exact McNemar (two-sided)"
+        return doc
+
+
+def _available(rows: Sequence[Row]) -> str:
+    parts = []
+    for name in SELECTABLE:
+        values = sorted({str(row["key"].get(name)) for row in rows})
+        parts.append(f"{name}s: {', '.join(values) or 'none'}")
+    return "; ".join(parts)
+
+
+def _index(rows: Sequence[Row], selector: Selector, pair_on: Sequence[str], role: str) -> dict[tuple, Row]:
+    index: dict[tuple, Row] = {}
+    for row in rows:
+        if selector.matches(row):
+            key = tuple(row["key"].get(name) for name in pair_on)
+            if key in index:
+                raise AssayError(f"{role} {selector}: two rows share the key {dict(zip(pair_on, key))} (run 'assay validate')")
+            index[key] = row
+    if not index:
+        raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
+    return index
+
+
+def _choose(names: Sequence[str] | None) -> tuple[Outcome, ...]:
+    if not names:
+        return OUTCOMES
+    known = {outcome.name: outcome for outcome in OUTCOMES}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(f"unknown outcome {unknown[0]!r} (known: {', '.join(known)})")
+    wanted = set(names)
+    return tuple(outcome for outcome in OUTCOMES if outcome.name in wanted)
+
+
+def compare_rows(
+    rows: Sequence[Row],
+    a: Selector,
+    bs: Sequence[Selector],
+    *,
+    outcomes: Sequence[str] | None = None,
+    seed: int = 0,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> ComparisonResult:
+    """Compare A with every B on each binary outcome that both rows of a pair carry.
+
+    Outcomes (default: all of :data:`OUTCOMES`) with no paired rows are left
+    out; when outcomes were named, those are listed in ``no_pairs``. The
+    bootstrap of every comparison uses ``seed``, so the result is the same
+    for the same rows whatever order they are in.
+    """
+    if not bs:
+        raise UsageError("give at least one --b selector")
+    chosen = _choose(outcomes)
+    pair_on = tuple(name for name in KEY_FIELDS if name not in a.fields)
+    a_index = _index(rows, a, pair_on, "--a")
+    seen: set[Selector] = set()
+    pairings, pending, no_pairs = [], [], []
+    for b in bs:
+        if b.fields != a.fields:
+            raise UsageError(f"--b {b} selects {', '.join(b.fields)} but --a {a} selects {', '.join(a.fields)}; both must name the same fields")
+        if b == a:
+            raise UsageError(f"--b {b} is the same as --a")
+        if b in seen:
+            raise UsageError(f"--b {b} is given twice")
+        seen.add(b)
+        b_index = _index(rows, b, pair_on, "--b")
+        keys = sorted(set(a_index) & set(b_index))
+        if not keys:
+            raise UsageError(f"--a {a} and --b {b} share no work item (pairs agree on {', '.join(pair_on)})")
+        pairings.append(Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys)))
+        for outcome in chosen:
+            pairs = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in keys]
+            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+            if not pairs:
+                if outcomes:
+                    no_pairs.append((str(b), outcome.name))
+                continue
+            xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+            test = mcnemar_from_pairs(xs, ys)
+            boot = paired_bootstrap_diff([float(x) for x in xs], [float(y) for y in ys], n_resamples=resamples, confidence=confidence, seed=seed)
+            pending.append((str(b), outcome.name, len(pairs), sum(xs) / len(xs), sum(ys) / len(ys), boot, test))
+    adjusted = holm_adjust([test.p_value for *_, test in pending])
+    comparisons = tuple(
+        Comparison(b, name, n, rate_a, rate_b, boot.diff, boot.ci_low, boot.ci_high, test.b, test.c, test.p_value, p_holm)
+        for (b, name, n, rate_a, rate_b, boot, test), p_holm in zip(pending, adjusted)
+    )
+    return ComparisonResult(str(a), len(a_index), pair_on, seed, resamples, confidence, tuple(pairings), comparisons, tuple(no_pairs))

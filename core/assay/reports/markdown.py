@@ -1,0 +1,159 @@
+"""Rendering reports and paired comparisons as Markdown.
+
+A report is a header, then tables grouped by stage; a comparison is its
+settings, the pairing counts and one table of tests.
+
+Every cell and heading is escaped: bundle text is untrusted, and Markdown
+viewers render raw HTML, so a model name must not be able to inject markup or
+break a table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Iterable
+
+from ._load import ReportData
+from ._model import ReportModel, Table, build_model, format_number, plural
+from .compare import ComparisonResult
+
+__all__ = ["escape_markdown", "markdown_table", "render_comparison_markdown", "render_markdown"]
+
+_SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# A bracket only makes a link (or a link definition) right before "(", "[" or
+# ":"; escaping just those keeps intervals such as [0.018, 0.404] readable.
+_LINK = re.compile(r"\](?=[(\[:])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Characters that start a block (heading, quote, list, rule) at the start of a line.
+_BLOCK_START = frozenset("#>-+=~_")
+
+#: Differences listed in full before the rest are counted.
+MAX_LISTED = 50
+
+
+def escape_markdown(text: object, *, block: bool = False) -> str:
+    """``text`` as inert Markdown on one line: no markup, HTML, links, code spans or table breaks.
+
+    With ``block``, the text starts a line (a paragraph or list item), so a
+    leading character that would open a heading, quote or list is escaped too.
+    """
+    # Control characters (terminal escape sequences among them) become U+FFFD:
+    # this text is printed to terminals as well as rendered.
+    flat = _CONTROL.sub("\ufffd", " ".join(str(text).split()))
+    flat = _LINK.sub("\\\\]", flat.translate(_SPECIAL))
+    if block and (flat[:1] in _BLOCK_START or re.match(r"\d+[.)]", flat)):
+        flat = "\\" + flat if flat[:1] in _BLOCK_START else re.sub(r"^(\d+)([.)])", r"\1\\\2", flat)
+    return flat
+
+
+def markdown_table(table: Table) -> list[str]:
+    """A pipe table (numbers right-aligned), preceded by its caption in bold when it has one."""
+    lines = [f"**{escape_markdown(table.caption)}**", ""] if table.caption else []
+    lines.append("| " + " | ".join(escape_markdown(c) for c in table.columns) + " |")
+    numeric_from = len(table.columns) if table.numeric_from is None else table.numeric_from
+    lines.append("|" + "|".join("---:" if i >= numeric_from else "---" for i in range(len(table.columns))) + "|")
+    lines += ["| " + " | ".join(escape_markdown(c) for c in row) + " |" for row in table.rows]
+    return lines
+
+
+def _blocks(model: ReportModel) -> Iterable[list[str]]:
+    yield [f"# {escape_markdown(model.title)}"]
+    for warning in model.warnings:
+        yield [f"> **Warning:** {escape_markdown(warning)}"]
+    yield markdown_table(model.facts)
+    yield ["## Endpoints"]
+    yield markdown_table(model.endpoints)
+    yield ["## Conditions"]
+    yield markdown_table(model.conditions)
+    yield ["## Claims"]
+    if model.differences:
+        lines = [f"metrics.json differs from the recomputation in {plural(len(model.differences), 'place')}:", ""]
+        lines += [f"- {escape_markdown(d, block=True)}" for d in model.differences[:MAX_LISTED]]
+        if len(model.differences) > MAX_LISTED:
+            lines.append(f"- ... and {len(model.differences) - MAX_LISTED} more")
+        yield lines
+    else:
+        yield ["Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl."]
+    yield ["Every number below is recomputed from the rows, not copied from metrics.json. "
+           "Rates carry 95% Wilson intervals; k is the count of hits, n the denominator."]  # fmt: skip
+    for stage in model.stages:
+        yield [f"## Stage: {escape_markdown(stage.stage)}"]
+        for section in stage.metrics:
+            yield [f"### {escape_markdown(section.metric)}"]
+            if section.description:
+                yield [escape_markdown(section.description, block=True)]
+            for table in section.tables:
+                yield markdown_table(table)
+            for note in section.notes:
+                yield [escape_markdown(note, block=True)]
+
+
+def render_markdown(data: ReportData | ReportModel, title: str | None = None) -> str:
+    """The whole report as Markdown text (ending in a newline); same input, same bytes.
+
+    ``title`` replaces the default heading (pack, version and run id).
+    """
+    if isinstance(data, ReportModel):
+        model = data if title is None else replace(data, title=title)
+    else:
+        model = build_model(data, title)
+    return "\n\n".join("\n".join(block) for block in _blocks(model)) + "\n"
+
+
+def _p(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def render_comparison_markdown(result: ComparisonResult) -> str:
+    """A paired comparison as Markdown: settings, pairing counts, then one row per outcome and B."""
+    level = f"{result.confidence:.0%}"
+    settings = Table(
+        ("Field", "Value"),
+        (
+            ("Bundle", result.bundle),
+            ("Run", result.run_id),
+            ("A", f"{result.a} ({result.rows_a} rows)"),
+            ("B", ", ".join(p.b for p in result.pairings)),
+            ("Paired on", ", ".join(result.pair_on)),
+            ("Interval", f"{level} paired percentile bootstrap, {result.resamples} resamples, seed {result.seed}"),
+            ("Test", f"exact McNemar, Holm-adjusted over {len(result.comparisons)} comparisons"),
+        ),
+    )
+    pairing = Table(
+        ("B", "rows A", "rows B", "pairs", "unpaired A", "unpaired B"),
+        tuple((p.b, str(p.rows_a), str(p.rows_b), str(p.pairs), str(p.unpaired_a), str(p.unpaired_b)) for p in result.pairings),
+        numeric_from=1,
+    )
+    tests = Table(
+        ("B", "outcome", "pairs", "rate A", "rate B", "diff (B - A)", f"{level} CI", "b (A only)", "c (B only)", "McNemar p", "Holm p"),
+        tuple(
+            (
+                c.b,
+                c.outcome,
+                str(c.pairs),
+                format_number(c.rate_a),
+                format_number(c.rate_b),
+                f"{c.diff:+.3f}",
+                f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]",
+                str(c.mcnemar_b),
+                str(c.mcnemar_c),
+                _p(c.p_value),
+                _p(c.p_holm),
+            )
+            for c in result.comparisons
+        ),
+        numeric_from=2,
+    )
+    blocks = [
+        [f"# Paired comparison: A = {escape_markdown(result.a)}"],
+        markdown_table(settings),
+        ["## Pairing"],
+        markdown_table(pairing),
+        ["## Outcomes"],
+        markdown_table(tests) if result.comparisons else ["No outcome has paired rows."],
+        ["b counts pairs where the outcome holds under A only, c under B only; a positive difference means B is higher."],
+    ]
+    if result.no_pairs:
+        blocks.append(["No paired rows for: " + escape_markdown(", ".join(f"{o} (B = {b})" for b, o in result.no_pairs))])
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"

@@ -1,0 +1,142 @@
+"""Inline SVG figures for HTML reports, drawn by hand so reports need no plotting library.
+
+Output is a pure function of the input (fixed sizes, coordinates rounded to
+one decimal, colours by position), so the same bundle always gives the same
+bytes. Every piece of text is escaped: labels come from the bundle. The
+``<svg>`` elements carry no ``xmlns`` and no links, since they are meant to be
+inlined in an HTML page, which needs neither.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Sequence
+
+from ._model import FigurePoint, format_ci
+
+__all__ = ["PALETTE", "family_chart", "rate_chart"]
+
+#: Okabe-Ito colours (without yellow, which is unreadable on white): distinguishable with colour blindness.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
+_MAX_LABEL = 40
+
+
+def _n(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, float(value)))
+
+
+def _short(text: str, limit: int = _MAX_LABEL) -> str:
+    # Long labels are cut for layout; the full text stays in the <title> tooltip.
+    return text if len(text) <= limit else text[: max(1, limit - 1)] + "\u2026"
+
+
+def _summary(point: FigurePoint) -> str:
+    value = "n/a" if point.value is None else f"{point.value:.3f}"
+    counts = f" ({point.numerator}/{point.denominator})" if point.numerator is not None else ""
+    ci = format_ci(point.low, point.high)
+    return f"{value} {ci}{counts}".replace("  ", " ").strip()
+
+
+def _colours(points: Sequence[FigurePoint]) -> dict[str, str]:
+    series = list(dict.fromkeys(point.series for point in points))
+    return {name: PALETTE[index % len(PALETTE)] for index, name in enumerate(series)}
+
+
+def _open(width: float, height: float, title: str) -> list[str]:
+    return [
+        f'<svg class="figure" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}" '
+        f'role="img" font-family="sans-serif" font-size="12">',
+        f"<title>{escape(title)}</title>",
+    ]
+
+
+def rate_chart(points: Sequence[FigurePoint], title: str) -> str:
+    """A dot-and-whisker chart: one row per point, the rate as a dot and its interval as a whisker."""
+    label_w, plot_w, right_w, row_h, top, bottom = 270.0, 340.0, 190.0, 22.0, 28.0, 8.0
+    width, height = label_w + plot_w + right_w, top + row_h * max(1, len(points)) + bottom
+    colours = _colours(points)
+
+    def x(value: float) -> float:
+        return label_w + _clamp(value) * plot_w
+
+    out = _open(width, height, title)
+    for tick in _TICKS:
+        out.append(f'<line x1="{_n(x(tick))}" y1="{_n(top - 6)}" x2="{_n(x(tick))}" y2="{_n(height - bottom)}" stroke="#ddd"/>')
+        out.append(f'<text x="{_n(x(tick))}" y="{_n(top - 10)}" text-anchor="middle" fill="#555">{tick:.2f}</text>')
+    for index, point in enumerate(points):
+        y = top + row_h * index + row_h / 2
+        colour = colours[point.series]
+        out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
+        out.append(f'<text x="{_n(label_w - 8)}" y="{_n(y + 4)}" text-anchor="end">{escape(_short(point.label))}</text>')
+        if point.low is not None and point.high is not None:
+            low, high = x(point.low), x(point.high)
+            out.append(f'<line x1="{_n(low)}" y1="{_n(y)}" x2="{_n(high)}" y2="{_n(y)}" stroke="{colour}" stroke-width="2"/>')
+            for end in (low, high):
+                out.append(f'<line x1="{_n(end)}" y1="{_n(y - 5)}" x2="{_n(end)}" y2="{_n(y + 5)}" stroke="{colour}" stroke-width="2"/>')
+        if point.value is not None:
+            out.append(f'<circle cx="{_n(x(point.value))}" cy="{_n(y)}" r="4.5" fill="{colour}"/>')
+        out.append(f'<text x="{_n(label_w + plot_w + 10)}" y="{_n(y + 4)}" fill="#333">{escape(_summary(point))}</text>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def family_chart(points: Sequence[FigurePoint], title: str) -> str:
+    """Grouped bars: one group per category (family), one bar per series, each with its interval."""
+    categories = list(dict.fromkeys(point.category for point in points))
+    series = list(dict.fromkeys(point.series for point in points))
+    colours = _colours(points)
+    bar_w, bar_gap, group_gap = 14.0, 2.0, 18.0
+    group_w = max(64.0, len(series) * (bar_w + bar_gap) + group_gap)
+    left, top, plot_h, axis_h, legend_row = 44.0, 16.0, 200.0, 24.0, 18.0
+    width = max(420.0, left + group_w * len(categories) + 16)
+    height = top + plot_h + axis_h + legend_row * len(series) + 10
+
+    def y(value: float) -> float:
+        return top + (1.0 - _clamp(value)) * plot_h
+
+    out = _open(width, height, title)
+    for tick in _TICKS:
+        out.append(f'<line x1="{_n(left)}" y1="{_n(y(tick))}" x2="{_n(width - 8)}" y2="{_n(y(tick))}" stroke="#ddd"/>')
+        out.append(f'<text x="{_n(left - 6)}" y="{_n(y(tick) + 4)}" text-anchor="end" fill="#555">{tick:.2f}</text>')
+    by_key = {(point.category, point.series): point for point in points}
+    chars = int(group_w // 7)
+    bars_w = len(series) * (bar_w + bar_gap) - bar_gap
+    for c_index, category in enumerate(categories):
+        x0 = left + group_w * c_index + (group_w - bars_w) / 2
+        centre = x0 + bars_w / 2
+        out.append(f"<g><title>{escape(category)}</title>")
+        out.append(f'<text x="{_n(centre)}" y="{_n(top + plot_h + 16)}" text-anchor="middle">{escape(_short(category, chars))}</text>')
+        out.append("</g>")
+        for s_index, name in enumerate(series):
+            point = by_key.get((category, name))
+            if point is None:
+                continue
+            bx = x0 + s_index * (bar_w + bar_gap)
+            mid = bx + bar_w / 2
+            colour = colours[name]
+            out.append(f"<g><title>{escape(category)}, {escape(name)}: {escape(_summary(point))}</title>")
+            if point.value is None:
+                out.append(f'<text x="{_n(mid)}" y="{_n(y(0) - 4)}" text-anchor="middle" font-size="9">n/a</text>')
+            else:
+                bar_top = y(point.value)
+                out.append(f'<rect x="{_n(bx)}" y="{_n(bar_top)}" width="{_n(bar_w)}" height="{_n(y(0) - bar_top)}" fill="{colour}" fill-opacity="0.75"/>')
+            if point.low is not None and point.high is not None:
+                low, high = y(point.low), y(point.high)
+                out.append(f'<line x1="{_n(mid)}" y1="{_n(low)}" x2="{_n(mid)}" y2="{_n(high)}" stroke="#222" stroke-width="1.5"/>')
+                for end in (low, high):
+                    out.append(f'<line x1="{_n(mid - 4)}" y1="{_n(end)}" x2="{_n(mid + 4)}" y2="{_n(end)}" stroke="#222" stroke-width="1.5"/>')
+            out.append("</g>")
+    out.append(f'<line x1="{_n(left)}" y1="{_n(y(0))}" x2="{_n(width - 8)}" y2="{_n(y(0))}" stroke="#555"/>')
+    legend_top = top + plot_h + axis_h + 4
+    for index, name in enumerate(series):
+        ly = legend_top + legend_row * index
+        out.append(f'<rect x="{_n(left)}" y="{_n(ly)}" width="12" height="12" fill="{colours[name]}" fill-opacity="0.75"/>')
+        out.append(f'<text x="{_n(left + 18)}" y="{_n(ly + 10)}">{escape(_short(name, 80))}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
