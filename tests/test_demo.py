@@ -1,4 +1,4 @@
-"""`make demo`'s job, run in process."""
+"""`make demo`'s job, run in process (scripted here; the real model in tests/test_local_model.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from assay.demo import main
 from assay.validate import validate_path
 
 
-def test_demo_writes_a_valid_bundle_and_a_report(tmp_path, host, capsys):
-    assert main(["--out", str(tmp_path)]) == 0
+def test_demo_writes_a_valid_bundle_and_reports(tmp_path, host, capsys):
+    assert main(["--out", str(tmp_path), "--endpoint", "scripted:mixed"]) == 0
     out = capsys.readouterr().out
-    assert f"bundle archive: {tmp_path / 'bundle.zip'}" in out and f"report: {tmp_path / 'report.md'}" in out
+    assert f"bundle archive: {tmp_path / 'bundle.zip'}" in out
+    assert f"report: {tmp_path / 'report.html'} (HTML), {tmp_path / 'report.md'} (Markdown)" in out
     assert validate_path(tmp_path / "bundle.zip", host.registry).ok
-    report = (tmp_path / "report.md").read_text()
-    assert "## semantic.core_fail_rate" in report and "synthetic scripted rows (no model)" in report
+    assert "<svg" in (tmp_path / "report.html").read_text()
+    assert "semantic.core_fail_rate" in (tmp_path / "report.md").read_text()

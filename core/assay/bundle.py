@@ -22,6 +22,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import orjson
+
 from .hashing import digest_document, file_entry
 
 __all__ = [
@@ -45,8 +47,8 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def dump_row(row: Mapping[str, Any]) -> bytes:
-    """One row as a compact, key-sorted JSON line."""
-    return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    """One row as a compact, key-sorted UTF-8 JSON line (orjson: ~10x json.dumps)."""
+    return orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -1,27 +1,26 @@
-"""``make demo``: validate the example pack, seal a bundle for it, validate that, report.
+"""``make demo``: run a stratified subset of a pack against the embedded local model.
 
-Until the engine can run endpoints (a later milestone), the bundle's rows are
-synthetic: drawn deterministically by :mod:`assay.synthetic`, marked
-``scripted`` in every row and endpoint, and produced by no model. The point of
-the demo at this stage is the standard's round trip: pack -> rows -> sealed
-bundle -> independent validation with every claimed number recomputed.
+The main job, end to end: validate the pack, run it (semantic and audit
+stages) against the embedded Gemma 3 270M through the ``local`` backend with
+the ``rule`` judge, seal and zip the bundle, validate it independently, and
+write the Markdown and HTML reports. It prints where the bundle and the
+reports are. ``--endpoint scripted:mixed`` runs the same job without a model.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
-from .bundle import zip_bundle
+from .bundle import write_bytes_atomic
+from .engine.run import RunSettings, execute_run
 from .errors import AssayError
 from .plugins import load_plugins
-from .reports import read_bundle, recompute, render_markdown
-from .synthetic import SyntheticPlan, build_bundle
+from .reports import read_bundle, recompute, render_markdown, write_html
 from .validate import validate_path
 
-__all__ = ["main", "render_markdown"]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m assay.demo", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("out/demo"))
     parser.add_argument("--pack", default="example")
+    parser.add_argument("--endpoint", default="local", help="endpoint spec (default: the embedded local model)")
+    parser.add_argument("--sample", default="stratified:1", help="subset of the pack (default: one case per family)")
+    parser.add_argument("--max-tokens", type=int, default=96)
     args = parser.parse_args(argv)
     try:
         host = load_plugins()
@@ -42,27 +44,27 @@ def main(argv: list[str] | None = None) -> int:
             for issue in pack_report.ordered():
                 print(issue.format())
             return 1
-        families = {name: family.kind for name, family in host.registry.items("families").items()}
-        plan = SyntheticPlan(cases=pack.case_index(), endpoints=["scripted-a", "scripted-b"], conditions=["D0"], seeds=[0, 1], family_kinds=families)
-        bundle = args.out / "bundle"
-        if bundle.exists():
-            shutil.rmtree(bundle)
-        build_bundle(bundle, plan, {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest}, host.registry)
-        zip_bundle(bundle, args.out / "bundle.zip")
-        report = validate_path(args.out / "bundle.zip", host.registry)
-        for issue in report.ordered():
+        settings = RunSettings(
+            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="rule",
+            max_tokens=args.max_tokens, resume=True, progress=True,
+        )  # fmt: skip
+        print(f"running {args.sample} of {pack.name} against {args.endpoint} with the rule judge ...", flush=True)
+        outcome = execute_run(settings, host=host)
+        archive_report = validate_path(outcome.archive, host.registry)
+        for issue in archive_report.ordered():
             print(issue.format())
-        markdown = args.out / "report.md"
-        recomputed = recompute(read_bundle(bundle), host.registry)
-        markdown.write_text(render_markdown(recomputed, f"{pack.name} {pack.version}: synthetic scripted rows (no model)"))
+        data = recompute(read_bundle(outcome.archive), host.registry)
+        html, markdown = args.out / "report.html", args.out / "report.md"
+        write_html(html, data)
+        write_bytes_atomic(markdown, render_markdown(data).encode("utf-8"))
     except AssayError as exc:
         print(f"assay demo: {exc}", file=sys.stderr)
         return 1
-    verdict = "valid" if report.ok else "INVALID"
-    print(f"bundle: {bundle} ({report.facts.get('rows')} rows, {verdict}, {report.facts.get('metrics_checked')} claimed numbers recomputed)")
-    print(f"bundle archive: {args.out / 'bundle.zip'}")
-    print(f"report: {markdown}")
-    return 0 if report.ok else 1
+    verdict = "valid" if archive_report.ok else "INVALID"
+    print(f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows; {verdict}, {archive_report.facts.get('metrics_checked')} claimed numbers recomputed)")
+    print(f"bundle archive: {outcome.archive}")
+    print(f"report: {html} (HTML), {markdown} (Markdown)")
+    return 0 if archive_report.ok and data.reproduced else 1
 
 
 if __name__ == "__main__":

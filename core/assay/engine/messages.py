@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..hashing import digest_document
+import orjson
+
 
 __all__ = ["BackendError", "ChatRequest", "ChatResponse", "fold_system"]
 
@@ -75,8 +77,13 @@ class ChatRequest:
         return body
 
     def cache_key(self, endpoint_id: str, model: str | None) -> str:
-        """The canonical-request digest the response cache is keyed by."""
-        return digest_document({"endpoint": endpoint_id, "request": self.payload(model)})
+        """The canonical-request digest the response cache is keyed by.
+
+        Key-sorted compact JSON is canonical for one implementation, which is
+        all a private cache needs, and ~10x cheaper than RFC 8785 per call.
+        """
+        body = orjson.dumps({"endpoint": endpoint_id, "request": self.payload(model)}, option=orjson.OPT_SORT_KEYS)
+        return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,6 +35,8 @@ class RowLog:
         self._recover()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._last_sync = time.monotonic()
+        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-fsync")
+        self._sync: Future | None = None
 
     def _recover(self) -> None:
         if not self.path.exists():
@@ -62,11 +65,14 @@ class RowLog:
         os.write(self._fd, line)
         self.rows[ident] = line
         now = time.monotonic()
-        if now - self._last_sync >= self.fsync_interval_s:
-            os.fsync(self._fd)
+        if now - self._last_sync >= self.fsync_interval_s and (self._sync is None or self._sync.done()):
+            # In a thread: an fsync can take tens of milliseconds, and the
+            # caller is usually an event loop with requests in flight.
+            self._sync = self._syncer.submit(os.fsync, self._fd)
             self._last_sync = now
 
     def close(self) -> None:
         """Flush to disk and close."""
+        self._syncer.shutdown(wait=True)
         os.fsync(self._fd)
         os.close(self._fd)

@@ -1,0 +1,1121 @@
+"""A small, fast OpenAI-compatible chat-completions server for loopback tests and benchmarks.
+
+It answers deterministically from the request (no model is called) and can
+inject faults on a schedule, so clients' retry, timeout and parsing paths can
+be tested and benchmarked without a provider. Only the standard library is
+used (``asyncio`` plus a minimal HTTP/1.1 parser), so it runs anywhere assay
+does.
+
+Command line::
+
+    python -m assay.testing.openai_server --host 127.0.0.1 --port 0 \\
+        [--latency-ms 50] [--faults SPEC] [--seed N] [--model NAME]
+
+Port 0 binds an ephemeral port. Once ready the server prints exactly one line,
+``listening http://HOST:PORT``, to stdout (flushed) and serves until SIGTERM or
+SIGINT, then exits 0. Nothing else is ever written to stdout.
+
+Endpoints
+---------
+``POST /v1/chat/completions``
+    A ``chat.completion`` object: ``id`` (``chatcmpl-`` + a hash of the
+    request), ``object``, ``created`` (the fixed :data:`CREATED`, for
+    determinism), ``model`` (the request's, else the server's ``--model``),
+    ``choices`` and ``usage``. Latency and faults apply only here.
+``GET /v1/models``
+    The server's model, in the OpenAI list format.
+``GET /health``
+    ``{"status": "ok"}``.
+``GET /stats``
+    Counters as JSON (see :class:`ServerStats`); ``POST /stats/reset`` zeroes
+    them and restarts the fault schedule. Reading or resetting the stats is not
+    itself counted.
+
+Replies
+-------
+* Echo (default): ``"ECHO: " + <text of the last user message>``, cut to
+  ``max_tokens * 4`` characters (``max_completion_tokens`` is honoured too);
+  ``finish_reason`` is ``"length"`` when cut, else ``"stop"``. A base model that
+  echoes its prompt is realistic, and the prompt may carry canaries.
+* Tool calls: if the request has non-empty ``tools``, ``tool_choice`` is not
+  ``"none"``, the last message is the user's, and that message contains one or
+  more markers ``CALL_TOOL:<name>:<json-args>``, the reply is an assistant
+  message with one ``tool_calls`` entry per marker (``content`` null,
+  ``finish_reason`` ``"tool_calls"``). ``<json-args>`` is a JSON value decoded
+  from just after the colon (trailing text is ignored); a marker whose
+  arguments are not JSON is ignored. The name is *not* checked against
+  ``tools``, so clients' handling of unknown tools can be tested. Because the
+  last message must be the user's, a tool loop ends after one round: once tool
+  results follow, the server answers with the echo text.
+* ``response_format={"type": "json_object"}``: the content is the JSON object
+  string ``{"echo": "<echo text>"}``; the cut applies to the echo text before it
+  is wrapped, so the object is always valid JSON.
+* Token counts are whitespace-split word counts: ``prompt_tokens`` over the
+  text of every message, ``completion_tokens`` over the reply content (or each
+  tool call's name and arguments), capped at ``max_tokens`` when one is given;
+  ``total_tokens`` is their sum.
+* ``n`` > 1 repeats the same choice; ``stream: true`` is refused with 400.
+
+Malformed requests get 400 with an OpenAI-style JSON error, unknown paths 404,
+wrong methods 405. A misbehaving client never stops the server. Connections
+are kept alive (HTTP/1.1 default) unless the client sends ``Connection: close``
+or speaks HTTP/1.0 without ``keep-alive``; chunked request bodies are accepted.
+
+Latency
+-------
+``latency_ms`` is the time from a chat request's arrival to its response: the
+reply is prepared first and then awaited with ``asyncio.sleep`` for whatever
+is left, so the server's own work and any queueing behind other requests fall
+inside the budget instead of adding to it. No thread is used per request; one
+event loop serves every connection.
+
+Fault grammar
+-------------
+``--faults`` (or the ``faults`` argument) is a comma-separated list of items::
+
+    SPEC   := ITEM ("," ITEM)*
+    ITEM   := KIND ":" RATE OPTS        -- each request, with probability RATE
+            | KIND "@" N OPTS           -- exactly the N-th request (1-based)
+            | KIND ":first=" K OPTS     -- the first K attempts of each distinct body
+    KIND   := "429" | "500" | "503" | "timeout" | "drop" | "malformed" | "partial"
+    OPTS   := (":" ("ra" | "retry_after") "=" SECONDS)*   -- 429 and 503 only
+
+Examples: ``429:0.2``, ``429:0.2:ra=1``, ``500@3``, ``drop@1,timeout@5``,
+``503:first=2``.
+
+Kinds:
+
+``429`` / ``500`` / ``503``
+    That status with an OpenAI-style JSON error body. 429 always carries
+    ``Retry-After`` (default ``0`` seconds) and ``retry-after-ms``; 503 carries
+    them only when ``ra=`` is given.
+``timeout``
+    The request is accepted and never answered: the connection is held until
+    the client closes it (gives up), an hour passes, or the server shuts down.
+``drop``
+    The connection is closed without a response.
+``malformed``
+    Status 200 with a body that is not valid JSON.
+``partial``
+    Status 200 whose ``Content-Length`` promises the whole completion, but only
+    half of it is sent before the connection is closed.
+
+Scheduling. Only chat-completion requests are numbered and drawn for. For
+each one, in this order: the first ``@N`` item whose N equals the request's
+number fires; else the first ``first=K`` item (in spec order) with the body's
+attempt number <= K fires; else one uniform draw from ``random.Random(seed)``
+picks among the ``RATE`` items (their rates partition [0, 1) in spec order, so
+they must sum to at most 1). Exactly one draw is made per request whenever
+there are rate items, so a sequential client sees the same faults for the same
+seed. ``first=K`` counts attempts per distinct raw request body, so a client
+that retries the same body sees K faults and then success, which proves that
+retries recover. Faults are decided before the request body is validated (as
+a failing proxy or provider would) and, except ``timeout``, take effect once
+the latency has elapsed.
+
+Python use::
+
+    with LoopbackServer(latency_ms=5, faults="500@1") as srv:
+        httpx.post(srv.base_url + "/v1/chat/completions", json=...)
+        srv.stats()["faults"]                   # {"500": 1}
+
+    proc, base_url = spawn_server(latency_ms=50)  # a child process
+    ...
+    stop_server(proc)                             # SIGTERM; returns 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "CREATED",
+    "DEFAULT_MODEL",
+    "FAULT_KINDS",
+    "FaultPlan",
+    "FaultRule",
+    "LoopbackServer",
+    "ServerStats",
+    "StubServer",
+    "build_completion",
+    "main",
+    "parse_faults",
+    "spawn_server",
+    "start_server",
+    "stop_server",
+]
+
+DEFAULT_MODEL = "assay-echo"
+# A fixed creation time keeps whole responses byte-identical across runs.
+CREATED = 1_700_000_000
+FAULT_KINDS = ("429", "500", "503", "drop", "malformed", "partial", "timeout")
+
+_log = logging.getLogger(__name__)
+
+# A `timeout` fault holds the connection this long at most; clients give up far sooner.
+_HANG_SECONDS = 3600.0
+_MAX_BODY = 32 * 1024 * 1024
+_HEAD_LIMIT = 64 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
+_ERROR_TYPES = {429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+_TOOL_MARKER = re.compile(r"CALL_TOOL:([A-Za-z0-9_.\-]+):")
+_JSON_DECODER = json.JSONDecoder()
+# Valid JSON up to the point where it turns into an HTML error page, as broken proxies produce.
+_MALFORMED_BODY = b'{"id": "chatcmpl-malformed", "object": "chat.completion", "choices": [<html>502 Bad Gateway</html>'
+_CHAT_PATH = "/v1/chat/completions"
+_CLOSE_HEADER = "connection: close\r\n"
+_KNOWN_PATHS = frozenset({_CHAT_PATH, "/v1/models", "/health"})
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    """One item of a fault spec: what to inject and when.
+
+    Exactly one of ``rate``, ``nth`` and ``first`` is set. ``retry_after`` is
+    the ``Retry-After`` value in seconds (429 and 503 only; ``None`` means the
+    kind's default).
+    """
+
+    kind: str
+    rate: float | None = None
+    nth: int | None = None
+    first: int | None = None
+    retry_after: float | None = None
+
+    def spec(self) -> str:
+        """The item in fault-spec syntax, so rules can be passed to a child process."""
+        if self.nth is not None:
+            text = f"{self.kind}@{self.nth}"
+        elif self.first is not None:
+            text = f"{self.kind}:first={self.first}"
+        else:
+            text = f"{self.kind}:{self.rate!r}"
+        if self.retry_after is not None:
+            text += f":ra={self.retry_after!r}"
+        return text
+
+
+def _parse_item(item: str) -> FaultRule:
+    parts = item.split(":")
+    head, rest = parts[0].strip(), [part.strip() for part in parts[1:]]
+    rate = nth = first = None
+    if "@" in head:
+        kind, _, number = head.partition("@")
+        try:
+            nth = int(number)
+        except ValueError:
+            raise ValueError(f"fault {item!r}: {number!r} after '@' is not a request number") from None
+        if nth < 1:
+            raise ValueError(f"fault {item!r}: request numbers start at 1")
+    else:
+        kind = head
+        if not rest:
+            raise ValueError(f"fault {item!r}: expected {kind}:RATE, {kind}@N or {kind}:first=K")
+        schedule = rest.pop(0)
+        if schedule.startswith("first="):
+            try:
+                first = int(schedule[len("first="):])
+            except ValueError:
+                raise ValueError(f"fault {item!r}: first=K needs an integer K") from None
+            if first < 1:
+                raise ValueError(f"fault {item!r}: first=K needs K >= 1")
+        else:
+            try:
+                rate = float(schedule)
+            except ValueError:
+                raise ValueError(f"fault {item!r}: {schedule!r} is not a rate, N-th request or first=K") from None
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"fault {item!r}: rate must be between 0 and 1")
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"fault {item!r}: unknown kind {kind!r}; known kinds: {', '.join(FAULT_KINDS)}")
+    retry_after = None
+    for option in rest:
+        key, sep, value = option.partition("=")
+        if not sep or key not in ("ra", "retry_after"):
+            raise ValueError(f"fault {item!r}: unknown option {option!r} (only ra=SECONDS)")
+        if kind not in ("429", "503"):
+            raise ValueError(f"fault {item!r}: ra= applies to 429 and 503 only")
+        try:
+            retry_after = float(value)
+        except ValueError:
+            raise ValueError(f"fault {item!r}: ra={value!r} is not a number of seconds") from None
+        if retry_after < 0:
+            raise ValueError(f"fault {item!r}: ra= must not be negative")
+    return FaultRule(kind=kind, rate=rate, nth=nth, first=first, retry_after=retry_after)
+
+
+def parse_faults(spec: str | None) -> tuple[FaultRule, ...]:
+    """Parse a fault spec (see the module docstring) into rules; raise ``ValueError`` if it is invalid.
+
+    ``None`` or an empty string means no faults.
+    """
+    if not spec:
+        return ()
+    rules = tuple(_parse_item(item) for item in spec.split(",") if item.strip())
+    total = sum(rule.rate for rule in rules if rule.rate is not None)
+    # The rate items share one draw, so together they must fit in [0, 1].
+    if total > 1.0 + 1e-9:
+        raise ValueError(f"fault rates sum to {total:g}; they must sum to at most 1")
+    return rules
+
+
+def _coerce_rules(faults: str | Sequence[FaultRule] | None) -> tuple[FaultRule, ...]:
+    if faults is None or isinstance(faults, str):
+        return parse_faults(faults)
+    rules = tuple(faults)
+    # Round-trip through the grammar so rules built by hand get the same validation.
+    return parse_faults(",".join(rule.spec() for rule in rules))
+
+
+class FaultPlan:
+    """Decides, request by request, which fault (if any) fires; see "Scheduling" in the module docstring.
+
+    Not thread-safe: the server calls it from its event loop only.
+    """
+
+    def __init__(self, rules: Sequence[FaultRule] = (), seed: int = 0) -> None:
+        """Hold ``rules`` and seed the draw for rate items with ``seed``."""
+        self.rules = tuple(rules)
+        self.seed = seed
+        self._nth: dict[int, FaultRule] = {}
+        for rule in self.rules:
+            if rule.nth is not None:
+                self._nth.setdefault(rule.nth, rule)  # the first listed item wins
+        self._first = tuple(rule for rule in self.rules if rule.first is not None)
+        self._rated = tuple(rule for rule in self.rules if rule.rate is not None)
+        self.reset()
+
+    def reset(self) -> None:
+        """Restart the schedule: request numbering, per-body attempt counts and the random draw."""
+        self.count = 0
+        self._attempts: dict[bytes, int] = {}
+        self._rng = random.Random(self.seed)
+
+    def decide(self, body: bytes) -> FaultRule | None:
+        """Number one chat-completion request with raw body ``body`` and return the fault to inject, or None."""
+        self.count += 1
+        attempt = 0
+        if self._first:
+            # A digest, not the body, is remembered so long-running benchmarks stay small.
+            key = hashlib.blake2b(body, digest_size=16).digest()
+            attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
+        draw = self._rng.random() if self._rated else 1.0
+        rule = self._nth.get(self.count)
+        if rule is not None:
+            return rule
+        for rule in self._first:
+            if attempt <= rule.first:  # type: ignore[operator]
+                return rule
+        bound = 0.0
+        for rule in self._rated:
+            bound += rule.rate  # type: ignore[operator]
+            if draw < bound:
+                return rule
+        return None
+
+
+# --------------------------------------------------------------------------- counters
+
+
+class ServerStats:
+    """Counters a test can assert on: requests, responses by status, faults by kind, connections.
+
+    Updated from the server's event loop and read from any thread, hence the lock.
+    """
+
+    def __init__(self) -> None:
+        """Start with every counter at zero."""
+        self._lock = threading.Lock()
+        self.open_connections = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter except the number of connections open right now."""
+        with self._lock:
+            self.requests = 0
+            self.chat_completions = 0
+            self.paths: dict[str, int] = {}
+            self.responses: dict[str, int] = {}
+            self.faults: dict[str, int] = {}
+            self.connections = 0
+
+    def count_request(self, path: str) -> None:
+        """Count one request; unknown paths are lumped together so random paths cannot grow the table."""
+        key = path if path in _KNOWN_PATHS else "<other>"
+        with self._lock:
+            self.requests += 1
+            self.paths[key] = self.paths.get(key, 0) + 1
+            if key == _CHAT_PATH:
+                self.chat_completions += 1
+
+    def count_response(self, status: int) -> None:
+        """Count one response by the status line sent (faulty 200s included)."""
+        key = str(status)
+        with self._lock:
+            self.responses[key] = self.responses.get(key, 0) + 1
+
+    def count_fault(self, kind: str) -> None:
+        """Count one injected fault."""
+        with self._lock:
+            self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def connection_opened(self) -> None:
+        """Count a new client connection."""
+        with self._lock:
+            self.connections += 1
+            self.open_connections += 1
+
+    def connection_closed(self) -> None:
+        """Note that a client connection ended."""
+        with self._lock:
+            self.open_connections -= 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy of the counters (what ``GET /stats`` returns)."""
+        with self._lock:
+            return {
+                "requests": self.requests,
+                "chat_completions": self.chat_completions,
+                "paths": dict(self.paths),
+                "responses": dict(self.responses),
+                "faults": dict(self.faults),
+                "connections": self.connections,
+                "open_connections": self.open_connections,
+            }
+
+
+# --------------------------------------------------------------------------- replies
+
+
+class _BadRequest(ValueError):
+    """An invalid chat request; a ValueError so that callers of build_completion need no private name."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def _error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        # Content parts: only text parts carry words; images and audio are ignored.
+        return "\n".join(
+            part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    raise _BadRequest(f"{where} must be a string, a list of content parts or null", where)
+
+
+def _positive_int(request: Mapping[str, Any], name: str) -> int | None:
+    value = request.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _BadRequest(f"{name} must be a positive integer", name)
+    return value
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _tool_calls(text: str, digest: str) -> list[dict[str, Any]]:
+    calls = []
+    for match in _TOOL_MARKER.finditer(text):
+        try:
+            arguments, _ = _JSON_DECODER.raw_decode(text, match.end())
+        except ValueError:
+            continue
+        calls.append({
+            "id": f"call_{digest[:16]}_{len(calls)}",
+            "type": "function",
+            "function": {"name": match.group(1), "arguments": json.dumps(arguments)},
+        })  # fmt: skip
+    return calls
+
+
+def build_completion(request: Any, *, model: str = DEFAULT_MODEL) -> dict[str, Any]:
+    """The ``chat.completion`` object the server returns for ``request`` (a decoded JSON body).
+
+    Deterministic: the same request always gives the same object. ``model`` is
+    used when the request names none. Raises ``ValueError`` (with an OpenAI-style
+    ``param`` attribute) when the request is invalid.
+    """
+    if not isinstance(request, dict):
+        raise _BadRequest("the request body must be a JSON object")
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _BadRequest("messages must be a non-empty list", "messages")
+    prompt_tokens = 0
+    last_user = ""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise _BadRequest(f"messages[{index}] must be an object with a string role", f"messages[{index}]")
+        text = _text(message.get("content"), f"messages[{index}].content")
+        prompt_tokens += _words(text)
+        if message["role"] == "user":
+            last_user = text
+    if request.get("stream"):
+        raise _BadRequest("stream is not supported by this test server", "stream")
+    max_tokens = _positive_int(request, "max_completion_tokens") or _positive_int(request, "max_tokens")
+    choices_n = _positive_int(request, "n") or 1
+    if choices_n > 128:
+        raise _BadRequest("n must be at most 128", "n")
+    tools = request.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise _BadRequest("tools must be a list", "tools")
+    response_format = request.get("response_format")
+    if response_format is not None and not isinstance(response_format, dict):
+        raise _BadRequest("response_format must be an object", "response_format")
+    name = request.get("model")
+    name = name if isinstance(name, str) and name else model
+    # The id hashes the canonical request, so identical requests get identical ids.
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    calls: list[dict[str, Any]] = []
+    if tools and request.get("tool_choice") != "none" and messages[-1].get("role") == "user":
+        calls = _tool_calls(last_user, digest)
+    if calls:
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+        finish_reason = "tool_calls"
+        completion_tokens = sum(_words(c["function"]["name"]) + _words(c["function"]["arguments"]) for c in calls)
+    else:
+        content = "ECHO: " + last_user
+        finish_reason = "stop"
+        if max_tokens is not None and len(content) > max_tokens * 4:
+            content, finish_reason = content[: max_tokens * 4], "length"
+        completion_tokens = _words(content)
+        if response_format is not None and response_format.get("type") == "json_object":
+            content = json.dumps({"echo": content})
+        message = {"role": "assistant", "content": content}
+    if max_tokens is not None:
+        completion_tokens = min(completion_tokens, max_tokens)
+    choices = [
+        {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        for index in range(choices_n)
+    ]
+    completion_tokens *= choices_n
+    return {
+        "id": f"chatcmpl-{digest[:24]}",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": name,
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class _HTTPError(Exception):
+    """A request that cannot be parsed; answered with ``status`` and the connection closed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def _format_seconds(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
+
+
+class StubServer:
+    """The asyncio server: one instance per listening socket. Use :func:`start_server` to run one.
+
+    ``stats()`` and ``reset()`` give tests the counters; ``plan`` is the
+    :class:`FaultPlan`.
+    """
+
+    def __init__(
+        self,
+        *,
+        latency_ms: float = 0.0,
+        faults: str | Sequence[FaultRule] | None = None,
+        seed: int = 0,
+        model: str = DEFAULT_MODEL,
+    ) -> None:
+        """Configure (but do not start) a server; ``faults`` is a spec string or rules."""
+        if latency_ms < 0:
+            raise ValueError("latency_ms must not be negative")
+        self.latency = latency_ms / 1000.0
+        self.model = model
+        self.plan = FaultPlan(_coerce_rules(faults), seed)
+        self.counters = ServerStats()
+        self.host: str | None = None
+        self.port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._models_body = _dumps({
+            "object": "list",
+            "data": [{"id": model, "object": "model", "created": CREATED, "owned_by": "assay"}],
+        })  # fmt: skip
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Bind and start accepting connections; return the bound port (useful with port 0)."""
+        # A large backlog absorbs connection bursts from benchmark clients opening 64+ connections at once.
+        self._server = await asyncio.start_server(self._serve_connection, host, port, limit=_HEAD_LIMIT, backlog=1024)
+        self.host = host
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        """Stop listening and end every connection, including ones held by a ``timeout`` fault."""
+        if self._server is not None:
+            self._server.close()
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the counters (see :class:`ServerStats`)."""
+        return self.counters.snapshot()
+
+    def reset(self) -> None:
+        """Zero the counters and restart the fault schedule. Call from the server's event loop."""
+        self.counters.reset()
+        self.plan.reset()
+
+    # ----------------------------------------------------------------- HTTP plumbing
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.counters.connection_opened()
+        try:
+            while await self._serve_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client went away or the server is shutting down; nothing to answer
+        except Exception:  # never let one bad client take the server down
+            _log.exception("openai_server: unexpected error on a connection")
+        finally:
+            self._connections.discard(task)
+            self.counters.connection_closed()
+            writer.close()
+
+    async def _serve_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Read and answer one request; return whether the connection stays open."""
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            arrived = asyncio.get_running_loop().time()
+        except asyncio.IncompleteReadError:
+            return False  # a clean close between requests, or a half-sent head: nothing to answer
+        except asyncio.LimitOverrunError:
+            self.counters.count_request("<bad>")
+            await self._send_error(writer, 431, "request head too large", keep=False)
+            return False
+        try:
+            method, path, keep, body = await self._parse(head, reader, writer)
+        except asyncio.LimitOverrunError:
+            self.counters.count_request("<bad>")
+            await self._send_error(writer, 400, "malformed chunked body", keep=False)
+            return False
+        except _HTTPError as error:
+            self.counters.count_request("<bad>")
+            await self._send_error(writer, error.status, str(error), keep=False)
+            return False
+
+        if path == "/stats":
+            if method == "GET":
+                await self._send(writer, 200, _dumps(self.stats()), keep=keep, count=False)
+            else:
+                await self._send_error(writer, 405, "use GET /stats", keep=keep, count=False)
+            return keep
+        if path == "/stats/reset" and method == "POST":
+            self.reset()
+            await self._send(writer, 200, _dumps(self.stats()), keep=keep, count=False)
+            return keep
+
+        self.counters.count_request(path)
+        if path == _CHAT_PATH:
+            if method != "POST":
+                await self._send_error(writer, 405, f"use POST {_CHAT_PATH}", keep=keep)
+                return keep
+            return await self._chat(body, arrived, reader, writer, keep)
+        if path == "/v1/models" and method == "GET":
+            await self._send(writer, 200, self._models_body, keep=keep)
+        elif path == "/health" and method == "GET":
+            await self._send(writer, 200, b'{"status":"ok"}', keep=keep)
+        elif path in _KNOWN_PATHS:
+            await self._send_error(writer, 405, f"use GET {path}", keep=keep)
+        else:
+            await self._send_error(writer, 404, f"no route for {method} {path}", keep=keep, kind="not_found_error")
+        return keep
+
+    async def _parse(
+        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[str, str, bool, bytes]:
+        lines = head.lstrip(b"\r\n").decode("latin-1").split("\r\n")
+        request_line = lines[0].split(" ")
+        if len(request_line) != 3 or not request_line[2].startswith("HTTP/1."):
+            raise _HTTPError(400, "malformed request line")
+        method, target, version = request_line
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise _HTTPError(400, "malformed header line")
+            headers[name.lower()] = value.strip()
+        connection = headers.get("connection", "").lower()
+        # HTTP/1.1 keeps connections open unless told otherwise; HTTP/1.0 closes unless asked to keep them.
+        keep = "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
+
+        if headers.get("expect", "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        encoding = headers.get("transfer-encoding")
+        if encoding is not None:
+            if encoding.lower() != "chunked":
+                raise _HTTPError(501, f"transfer-encoding {encoding!r} is not supported")
+            body = await self._read_chunked(reader)
+        elif "content-length" in headers:
+            try:
+                length = int(headers["content-length"])
+            except ValueError:
+                raise _HTTPError(400, "malformed Content-Length") from None
+            if length < 0:
+                raise _HTTPError(400, "malformed Content-Length")
+            if length > _MAX_BODY:
+                raise _HTTPError(413, f"request body over {_MAX_BODY} bytes")
+            body = await reader.readexactly(length) if length else b""
+        else:
+            body = b""
+        return method, target.split("?", 1)[0], keep, body
+
+    async def _read_chunked(self, reader: asyncio.StreamReader) -> bytes:
+        chunks = []
+        size_total = 0
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _HTTPError(400, "malformed chunk size") from None
+            if size == 0:
+                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, ignored
+                    pass
+                return b"".join(chunks)
+            size_total += size
+            if size_total > _MAX_BODY:
+                raise _HTTPError(413, f"request body over {_MAX_BODY} bytes")
+            chunks.append(await reader.readexactly(size))
+            if await reader.readexactly(2) != b"\r\n":
+                raise _HTTPError(400, "malformed chunk")
+
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        *,
+        keep: bool,
+        extra: str = "",
+        length: int | None = None,
+        count: bool = True,
+    ) -> None:
+        head = (
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body) if length is None else length}\r\n{extra}"
+            f"{'' if keep else _CLOSE_HEADER}\r\n"
+        )
+        # Counted before writing: a client in another thread may read the counters as soon as it has the reply.
+        if count:
+            self.counters.count_response(status)
+        # One write per response: fewer syscalls, and the head never goes out in a packet of its own.
+        writer.write(head.encode("latin-1") + body)
+        if writer.transport.get_write_buffer_size():
+            await writer.drain()  # only when the kernel did not take it all; saves a coroutine hop per response
+
+    async def _send_error(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        message: str,
+        *,
+        keep: bool,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+        extra: str = "",
+        count: bool = True,
+    ) -> None:
+        body = _dumps(_error_body(message, kind, param))
+        await self._send(writer, status, body, keep=keep, extra=extra, count=count)
+
+    # ----------------------------------------------------------------- chat completions
+
+    async def _chat(
+        self, body: bytes, arrived: float, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keep: bool
+    ) -> bool:
+        fault = self.plan.decide(body)
+        kind = fault.kind if fault is not None else None
+        if fault is not None:
+            self.counters.count_fault(fault.kind)
+        if kind == "timeout":
+            await self._hang(reader)
+            return False
+
+        # Everything is prepared before the wait, so it is sent the moment the latency has elapsed.
+        status, payload, extra, length = 0, b"", "", None  # a `drop` sends nothing
+        if kind is None:
+            try:
+                status, payload = 200, self._completion(body)
+            except ValueError as error:
+                status = 400
+                payload = _dumps(_error_body(str(error), "invalid_request_error", getattr(error, "param", None)))
+        elif kind in ("429", "500", "503"):
+            status = int(kind)
+            payload = _dumps(_error_body(f"injected fault: {kind}", _ERROR_TYPES[status]))
+            retry_after = fault.retry_after if fault.retry_after is not None else (0.0 if status == 429 else None)
+            if retry_after is not None:
+                extra = (
+                    f"retry-after: {_format_seconds(retry_after)}\r\n"
+                    f"retry-after-ms: {_format_seconds(retry_after * 1000)}\r\n"
+                )
+        elif kind == "malformed":
+            status, payload = 200, _MALFORMED_BODY
+        elif kind == "partial":
+            status, keep = 200, False
+            try:
+                whole = self._completion(body)
+            except ValueError:
+                stand_in = {"messages": [{"role": "user", "content": "partial"}]}  # the real request is invalid
+                whole = _dumps(build_completion(stand_in, model=self.model))
+            payload, length = whole[: len(whole) // 2], len(whole)  # promise the whole body, send half
+
+        if self.latency:
+            # Latency runs from the request's arrival, so the server's own work and any queueing behind
+            # other requests fall inside the budget instead of adding to it. asyncio.sleep holds no thread.
+            delay = arrived + self.latency - asyncio.get_running_loop().time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        if kind == "drop":
+            return False
+        await self._send(writer, status, payload, keep=keep, extra=extra, length=length)
+        return keep
+
+    def _completion(self, body: bytes) -> bytes:
+        try:
+            request = json.loads(body)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; absurd nesting recurses
+            raise _BadRequest("the request body is not valid JSON") from None
+        return _dumps(build_completion(request, model=self.model))
+
+    async def _hang(self, reader: asyncio.StreamReader) -> None:
+        # Hold the request unanswered, but notice the client giving up (EOF) so held connections do not pile up.
+        try:
+            async with asyncio.timeout(_HANG_SECONDS):
+                while await reader.read(65536):
+                    pass
+        except (TimeoutError, ConnectionError):
+            pass
+
+
+async def start_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    latency_ms: float = 0.0,
+    faults: str | Sequence[FaultRule] | None = None,
+    seed: int = 0,
+    model: str = DEFAULT_MODEL,
+) -> tuple[StubServer, int]:
+    """Start a server on the running event loop; return it and its bound port. Stop it with ``await server.close()``."""
+    server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model)
+    bound = await server.start(host, port)
+    return server, bound
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+# --------------------------------------------------------------------------- in-process and child-process runners
+
+
+class LoopbackServer:
+    """Runs a :class:`StubServer` on its own event loop in a background thread, for in-process tests.
+
+    ::
+
+        with LoopbackServer(latency_ms=5, faults="429@1") as srv:
+            client.post(srv.base_url + "/v1/chat/completions", json=...)
+            assert srv.stats()["faults"] == {"429": 1}
+
+    ``base_url`` is ``http://HOST:PORT``; OpenAI SDKs want ``openai_base_url``
+    (the same with ``/v1``).
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency_ms: float = 0.0,
+        faults: str | Sequence[FaultRule] | None = None,
+        seed: int = 0,
+        model: str = DEFAULT_MODEL,
+    ) -> None:
+        """Configure the server; it starts on :meth:`start` or on entering the ``with`` block."""
+        self.host = host
+        self.port = port
+        # Built here, not in the thread, so a bad fault spec raises in the caller.
+        self.server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT`` of the running server."""
+        return _url(self.host, self.port)
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url`` + ``/v1``, the form OpenAI SDK clients expect."""
+        return self.base_url + "/v1"
+
+    def start(self, timeout: float = 10.0) -> LoopbackServer:
+        """Start the background thread and wait until the server is listening; return self."""
+        if self._thread is not None:
+            raise RuntimeError("LoopbackServer already started")
+        self._thread = threading.Thread(target=self._run, name="assay-openai-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise RuntimeError("the loopback server did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        try:
+            self.port = await self.server.start(self.host, self.port)
+        except BaseException as error:  # reported to the caller of start()
+            self._error = error
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.server.close()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the server (ending held connections) and join the thread."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:
+                pass  # the loop already finished
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError("the loopback server did not stop in time")
+        self._thread = None
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the server's counters (the same document as ``GET /stats``)."""
+        return self.server.stats()
+
+    def reset(self) -> None:
+        """Zero the counters and restart the fault schedule, on the server's own thread."""
+        if self._loop is None:
+            self.server.reset()
+            return
+
+        async def _reset() -> None:
+            self.server.reset()
+
+        asyncio.run_coroutine_threadsafe(_reset(), self._loop).result(10.0)
+
+    def __enter__(self) -> LoopbackServer:
+        """Start the server."""
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop the server."""
+        self.close()
+
+
+def spawn_server(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    latency_ms: float = 0.0,
+    faults: str | Sequence[FaultRule] | None = None,
+    seed: int = 0,
+    model: str = DEFAULT_MODEL,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    startup_timeout: float = 30.0,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Launch the server as a child process; return it and its base URL once it is listening.
+
+    Stop it with :func:`stop_server`. The child's stderr is inherited, so its
+    errors reach the caller's terminal or test log.
+    """
+    if faults is not None and not isinstance(faults, str):
+        faults = ",".join(rule.spec() for rule in _coerce_rules(faults))
+    command = [
+        python or sys.executable, "-m", "assay.testing.openai_server",
+        "--host", host, "--port", str(port), "--latency-ms", repr(float(latency_ms)),
+        "--seed", str(seed), "--model", model,
+    ]  # fmt: skip
+    if faults:
+        command += ["--faults", faults]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + startup_timeout
+    buffer = b""
+    # Read raw bytes with a deadline: a plain readline() would block forever on a child that hangs.
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                _kill(proc)
+                raise RuntimeError(f"the server did not report its port within {startup_timeout} s")
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                code = proc.wait()
+                raise RuntimeError(f"the server exited with status {code} before listening")
+            buffer += chunk
+    line = buffer.split(b"\n", 1)[0].decode()
+    match = re.fullmatch(r"listening (http://\S+)", line.strip())
+    if match is None:
+        _kill(proc)
+        raise RuntimeError(f"unexpected first line from the server: {line!r}")
+    return proc, match.group(1)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def stop_server(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    """Stop a child started by :func:`spawn_server` with SIGTERM; return its exit status (0 when clean).
+
+    A child that does not exit within ``timeout`` seconds is killed and
+    ``RuntimeError`` is raised.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            raise RuntimeError("the server ignored SIGTERM and was killed") from None
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return proc.returncode
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m assay.testing.openai_server",
+        description="OpenAI-compatible chat-completions server for loopback tests and benchmarks.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one (default)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before each chat reply")
+    parser.add_argument("--faults", default=None, help="fault spec, e.g. '429:0.1:ra=1,drop@3,503:first=2'")
+    parser.add_argument("--seed", type=int, default=0, help="seed for rate-based faults")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name to report (default {DEFAULT_MODEL})")
+    return parser
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    server, port = await start_server(
+        args.host, args.port, latency_ms=args.latency_ms, faults=args.faults, seed=args.seed, model=args.model
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"listening {_url(args.host, port)}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server from the command line until SIGTERM or SIGINT; return the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        parse_faults(args.faults)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.latency_ms < 0:
+        parser.error("--latency-ms must not be negative")
+    return asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

