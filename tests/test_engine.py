@@ -154,3 +154,16 @@ def test_cli_run_with_a_run_file(tmp_path):
     bad.write_text("pack: example\nendpoint: ['scripted:refuse']\n")
     result = run_cli("run", str(bad))
     assert result.returncode == 2 and "unknown setting 'endpoint'" in result.stderr
+
+
+def test_save_updates_a_run_file_keeping_comments(tmp_path):
+    run_file = tmp_path / "run.yaml"
+    run_file.write_text("# my benchmark run\npack: example  # the example pack\nendpoints:\n  - scripted:refuse\nseeds: [0]\n")
+    result = run_cli("run", str(run_file), "--seeds", "0,1,2", "--endpoint", "scripted:comply", "--save", str(run_file))
+    assert result.returncode == 0, result.stderr
+    text = run_file.read_text()
+    assert text.startswith("# my benchmark run\npack: example  # the example pack\n")
+    assert "- scripted:comply" in text and "scripted:refuse" not in text
+    from assay.documents import load_document
+
+    assert load_document(run_file).data == {"pack": "example", "endpoints": ["scripted:comply"], "seeds": [0, 1, 2]}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import click
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
 
+from ..bundle import write_bytes_atomic
 from ..documents import DocumentError, load_document
 from ..engine.run import RunSettings, execute_run
 from ..errors import UsageError
@@ -38,6 +42,24 @@ def _from_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def save_run_file(path: Path, data: dict[str, Any]) -> None:
+    """Update (or create) a run file with ``data``; ruamel's round trip keeps comments and order."""
+    yaml = YAML(typ="rt")
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    document = yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None
+    if document is None:
+        document = CommentedMap()
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: a run file is a mapping of run settings")
+    for key, value in data.items():
+        value = str(value) if isinstance(value, Path) else value
+        if document.get(key) != value:
+            document[key] = value
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    write_bytes_atomic(path, buffer.getvalue().encode("utf-8"))
+
+
 @click.command("run")
 @click.argument("run_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pack", help="Pack NAME[@VERSION] (installed) or a pack directory.")
@@ -55,6 +77,7 @@ def _from_file(path: Path) -> dict[str, Any]:
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
+@click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the effective settings to this run file (comments in an existing file are kept) and exit.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.pass_context
 def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> None:
@@ -76,6 +99,10 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
         data["seeds"] = _int_list(options["seeds"], "--seeds")
     if options["stages"]:
         data["stages"] = [s.strip() for s in options["stages"].split(",") if s.strip()]
+    if options["save_path"] is not None:
+        save_run_file(options["save_path"], data)
+        click.echo(f"run settings written to {options['save_path']}")
+        return
     for required in ("pack", "out"):
         if not data.get(required):
             raise UsageError(f"--{required} is required (or '{required}:' in the run file)")

@@ -19,7 +19,7 @@ class Progress:
         self.enabled = enabled
         self._start = time.monotonic()
         self._initial = done
-        self._last_line = 0.0
+        self._last_line = self._start
         self._rich: Any = None
         if enabled and self.stream.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
@@ -30,6 +30,8 @@ class Progress:
             )
             self._task = self._rich.add_task("run", total=total, completed=done, rate="", errors=0)
             self._rich.start()
+        elif enabled:
+            print(f"assay run: {done}/{total} items to start with", file=self.stream, flush=True)
 
     def _rate(self) -> float:
         elapsed = time.monotonic() - self._start
