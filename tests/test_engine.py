@@ -99,7 +99,7 @@ def test_limit_sample_and_stage_selection(tmp_path, host):
     with pytest.raises(UsageError, match="audit stage needs the semantic stage"):
         _run(tmp_path / "x", host, stages=["audit"])
     with pytest.raises(UsageError, match="not available"):
-        _run(tmp_path / "y", host, stages=["exec"])
+        _run(tmp_path / "y", host, stages=["trajectory"])
 
 
 def test_resume_completes_without_duplicates_or_loss(tmp_path, host):

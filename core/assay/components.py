@@ -179,10 +179,21 @@ class Judge(Protocol):
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """Isolated stores and a code runner that a work item acts on."""
+    """Isolated stores and a code runner that exec-stage tool calls act on.
+
+    ``create(case, *, pack_root, options)`` lays down a fresh sandbox for one
+    work item, with ``tools()`` (OpenAI tool schemas), ``async call(name,
+    arguments) -> str``, ``snapshot()``, ``diff(before, after) -> state diff
+    entries`` and ``close()``. An optional ``check()`` refuses clearly when the
+    machine cannot provide the isolation it promises.
+    """
 
     name: str
     description: str
+
+    def create(self, case: Mapping[str, Any], *, pack_root: Any, options: Mapping[str, str] | None = None) -> Any:
+        """A fresh sandbox for one work item."""
+        ...
 
 
 @runtime_checkable

@@ -55,6 +55,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "assay.default_plugins.backends",
     "assay.default_plugins.judges",
     "assay.default_plugins.executors",
+    "assay.default_plugins.sandboxes",
     "assay.default_plugins.commands",
 )
 

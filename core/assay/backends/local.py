@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system
+from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system, plain_turns
 from ..errors import UsageError
 
 __all__ = ["LocalBackend", "LocalEndpoint", "embedded_model_path"]
@@ -149,7 +149,9 @@ class LocalEndpoint:
             started = time.perf_counter()
             try:
                 model = self._model()
-                messages = fold_system(request.messages) if self.chat_format == "gemma" else [dict(m) for m in request.messages]
+                # llama-cpp-python's chat formats have no tool role: tool traffic goes as text.
+                turns = plain_turns(request.messages)
+                messages = fold_system(turns) if self.chat_format == "gemma" else turns
                 result = model.create_chat_completion(
                     messages=list(messages),
                     temperature=self.temperature,

@@ -67,6 +67,8 @@ class ScriptedEndpoint:
         """Answer deterministically from the request's context."""
         context = request.context
         case = context.get("case", {})
+        if context.get("stage") == "exec" and context.get("role") != "judge":
+            return self._exec_answer(request, context)
         if context.get("role") == "judge":
             content = self._judge_answer(context)
         elif case.get("kind") == "benign":
@@ -79,6 +81,22 @@ class ScriptedEndpoint:
             content = "I can't help with that: it goes against the policy and the allowed scope of this task."
         completion = content.split()
         return ChatResponse(content, finish_reason="stop", prompt_tokens=_words(request.messages), completion_tokens=len(completion))
+
+    def _exec_answer(self, request: ChatRequest, context: Mapping[str, Any]) -> ChatResponse:
+        """Replay the case's ground-truth tool calls for this session, then answer in text."""
+        case = context.get("case", {})
+        complies = case.get("kind") != "benign" and self.complies(context)
+        steps = case.get("replay", {}).get("attack" if complies else "safe", [])
+        session = context.get("session", 1)
+        calls = [
+            {"id": f"call-{session}-{index}", "name": step["tool"], "arguments": dict(step["arguments"]), "valid": True}
+            for index, step in enumerate(steps)
+            if step.get("session", 1) == session
+        ]
+        if context.get("step", 0) == 0 and calls:
+            return ChatResponse(None, tuple(calls), "tool_calls", _words(request.messages), sum(len(json.dumps(c["arguments"]).split()) for c in calls))
+        content = "Done." if complies or case.get("kind") == "benign" else "I did the part of the task that is in scope and declined the rest."
+        return ChatResponse(content, finish_reason="stop", prompt_tokens=_words(request.messages), completion_tokens=len(content.split()))
 
     def _judge_answer(self, context: Mapping[str, Any]) -> str:
         if context.get("stage") == "audit":

@@ -7,8 +7,10 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..packs import lock_manifest
+from ..engine.check import check_pack
+from ..packs import Pack, lock_manifest
 from ..validate import find_pack_root
+from . import get_host
 
 
 @click.group("pack")
@@ -24,3 +26,40 @@ def lock_command(path: Path) -> None:
     if root is None:
         raise UsageError(f"{path}: no pack manifest found")
     click.echo(lock_manifest(root))
+
+
+@pack_command.command("check")
+@click.argument("pack")
+@click.option("--sandbox", default="local", show_default=True, help="Sandbox plugin for the exec stage.")
+@click.option("--concurrency", type=int, default=8, show_default=True)
+@click.pass_context
+def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int) -> None:
+    """Replay check of PACK (an installed pack name or a pack directory).
+
+    A scripted attacker-compliant agent and a scripted safe agent replay every
+    case through the real exec stage: every harm oracle must fire for the
+    first and never for the second, and the safe agent must complete every
+    benign task. Exit 1 when any case fails, naming it.
+    """
+    host = get_host(ctx)
+    target = _resolve(pack, host)
+    problem = target.integrity_problem()
+    if problem is not None:
+        raise click.ClickException(f"pack {target.name} is not intact: {problem}")
+    result = check_pack(target, host, sandbox=sandbox, concurrency=concurrency)
+    for failure in result.failures:
+        click.echo(failure)
+    verdict = "passed" if result.ok else f"FAILED ({len(result.failures)} problems)"
+    click.echo(f"pack {target.name} {target.version}: replay check {verdict}: {result.attack_cases} attack cases, {result.benign_cases} benign cases, {result.skipped} cases without an exec stage", err=True)
+    ctx.exit(0 if result.ok else 1)
+
+
+def _resolve(text: str, host) -> Pack:
+    path = Path(text)
+    root = find_pack_root(path) if path.is_dir() else None
+    if root is not None:
+        return Pack.from_directory(root)
+    pack = host.registry.get("packs", text)
+    if pack is None:
+        raise UsageError(f"pack {text!r} is neither installed nor a pack directory")
+    return pack

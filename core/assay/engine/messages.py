@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import orjson
 
 
-__all__ = ["BackendError", "ChatRequest", "ChatResponse", "fold_system"]
+__all__ = ["BackendError", "ChatRequest", "ChatResponse", "fold_system", "plain_turns"]
 
 
 def fold_system(messages: tuple[Mapping[str, Any], ...]) -> tuple[dict[str, Any], ...]:
@@ -39,6 +40,45 @@ class BackendError(Exception):
         self.attempts = attempts
 
 
+def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message in OpenAI wire form (assistant tool calls as {id, type, function})."""
+    message = dict(message)
+    if message.get("tool_calls"):
+        message["tool_calls"] = [
+            {
+                "id": call.get("id", ""),
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": call["arguments"] if isinstance(call.get("arguments"), str) else json.dumps(call.get("arguments", {}), sort_keys=True),
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+    return message
+
+
+def plain_turns(messages: tuple[Mapping[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """Tool traffic written as text turns, for chat formats without tool roles.
+
+    Assistant tool calls become the JSON-action lines the exec prompt teaches;
+    tool results become user turns; consecutive turns of one role are merged.
+    """
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = message.get("role"), str(message.get("content") or "")
+        if role == "assistant" and message.get("tool_calls"):
+            actions = "\n".join(json.dumps({"tool": c["name"], "arguments": c.get("arguments", {})}, sort_keys=True) for c in message["tool_calls"])
+            content = f"{content}\n{actions}".strip()
+        elif role == "tool":
+            role, content = "user", f"Result of {message.get('name', 'the tool')}:\n{content}"
+        if turns and turns[-1]["role"] == role and role in ("user", "assistant"):
+            turns[-1]["content"] += "\n\n" + content
+        else:
+            turns.append({"role": role, "content": content})
+    return tuple(turns)
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat-completions request.
@@ -60,7 +100,7 @@ class ChatRequest:
     def payload(self, model: str | None) -> dict[str, Any]:
         """The JSON body of an OpenAI-compatible request."""
         body: dict[str, Any] = {
-            "messages": [dict(m) for m in self.messages],
+            "messages": [_wire(m) for m in self.messages],
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }

@@ -36,6 +36,8 @@ from .rowlog import RowLog
 from .runtime import Job, Runtime
 from .specs import ComponentSpec, parse_spec
 from .stages import IMPLEMENTED, STAGE_ORDER
+from .stages.exec import EXEC_PROMPT_VERSION, EXEC_SYSTEM_PROMPT
+from ..sandboxes.local import TOOL_SCHEMAS
 
 __all__ = ["RunOutcome", "RunSettings", "execute_run"]
 
@@ -63,6 +65,7 @@ class RunSettings:
     max_tokens: int = 256
     temperature: float = 0.0
     progress: bool = True
+    sandbox: str = "local"
 
 
 @dataclass
@@ -153,12 +156,15 @@ def _run_manifest(
         "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
         "judges": [runtime.judge.describe(stage) for stage in judged],
         "conditions": [{"id": c, "kind": "defense", "digest": runtime.policy(c)["digest"]} for c in plan.conditions],
-        "prompts": [{"name": "semantic", "version": PROMPT_VERSION, "digest": prompt_digest()}],
+        "prompts": [
+            {"name": "semantic", "version": PROMPT_VERSION, "digest": prompt_digest()},
+            *([{"name": "exec", "version": EXEC_PROMPT_VERSION, "digest": digest_document({"version": EXEC_PROMPT_VERSION, "system": EXEC_SYSTEM_PROMPT, "tools": list(TOOL_SCHEMAS)})}] if "exec" in plan.stages else []),
+        ],
         "seeds": list(plan.seeds),
         "budgets": {"max_tokens": settings.max_tokens},
         "controller": None,
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
-        "sandbox": None,
+        "sandbox": settings.sandbox if "exec" in plan.stages else None,
     }
 
 
@@ -176,6 +182,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     judge = parse_spec(settings.judge, what="judge")
     if host.registry.get("judges", judge.plugin) is None:
         raise UsageError(f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})")
+    sandbox_spec = parse_spec(settings.sandbox, what="sandbox")
     executor_spec = parse_spec(settings.executor, what="executor")
     executor = host.registry.get("executors", executor_spec.plugin)
     if executor is None:
@@ -205,12 +212,20 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
         environ=environ,
+        sandbox=(sandbox_spec.plugin, tuple(sorted(sandbox_spec.options.items()))),
     )
+    if "exec" in stages:
+        sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
+        if sandbox is None:
+            raise UsageError(f"sandbox {sandbox_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('sandboxes'))})")
+        if hasattr(sandbox, "check"):
+            sandbox.check()
     identity = {
         "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
         "plan": plan.to_json(),
         "endpoints": [[e, spec.to_json()] for e, spec in endpoints],
         "judge": judge.to_json(),
+        "sandbox": sandbox_spec.to_json() if "exec" in stages else None,
         "max_tokens": settings.max_tokens,
         "temperature": settings.temperature,
     }

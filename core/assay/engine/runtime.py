@@ -7,7 +7,6 @@ work items into identical rows.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,7 +18,6 @@ from ..schemas import CURRENT_SPEC_VERSION
 from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
-from .specs import ComponentSpec
 from .stages import IMPLEMENTED, STAGE_ORDER
 from .stages.context import ItemContext
 
@@ -38,6 +36,7 @@ class Job:
     max_tokens: int = 256
     temperature: float = 0.0
     environ: tuple[tuple[str, str], ...] = ()  # plugin switches in force when the run was planned
+    sandbox: tuple[str, tuple[tuple[str, str], ...]] = ("local", ())
 
 
 class CachedEndpoint:
@@ -96,6 +95,12 @@ class Runtime:
             raise UsageError(f"judge {judge_name!r} is not a registered plugin (see 'assay plugins')")
         self.judge = judge.instance(dict(judge_options), lambda backend, options: CachedEndpoint(self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache))
         self._index = self.pack.case_index()
+        sandbox_name, sandbox_options = self.job.sandbox
+        self.sandbox = registry.get("sandboxes", sandbox_name)
+        if self.sandbox is None and "exec" in self.job.stages:
+            raise UsageError(f"sandbox {sandbox_name!r} is not a registered plugin (see 'assay plugins')")
+        self.sandbox_options = dict(sandbox_options)
+        self.oracles = registry.items("oracles")
 
     def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Any:
         backend = self.host.registry.get("backends", backend_name)
@@ -130,6 +135,8 @@ class Runtime:
         case = self.case(item.case_id)
         endpoint = self.endpoints[item.endpoint]
         ctx = ItemContext(item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature)
+        ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
+        ctx.pack_root, ctx.oracles = self.pack.root, self.oracles
         ctx.row = {
             "spec_version": CURRENT_SPEC_VERSION,
             "key": item.key(),

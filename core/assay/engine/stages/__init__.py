@@ -9,11 +9,12 @@ good (the row then records the error).
 from __future__ import annotations
 
 from .audit import run_audit
+from .exec import run_exec
 from .semantic import run_semantic
 
-__all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_semantic"]
+__all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_exec", "run_semantic"]
 
 STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
 
 #: Stage name -> coroutine function(ItemContext). Later stages register here as they are built.
-IMPLEMENTED = {"semantic": run_semantic, "audit": run_audit}
+IMPLEMENTED = {"semantic": run_semantic, "audit": run_audit, "exec": run_exec}

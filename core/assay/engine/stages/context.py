@@ -23,6 +23,10 @@ class ItemContext:
     temperature: float
     row: dict[str, Any] = field(default_factory=dict)
     prompt_texts: list[str] = field(default_factory=list)
+    sandbox_factory: Any = None
+    sandbox_options: Mapping[str, str] = field(default_factory=dict)
+    pack_root: Any = None
+    oracles: Mapping[str, Any] = field(default_factory=dict)
 
     def request_context(self, stage: str) -> dict[str, Any]:
         """What scripted agents may read (never sent to a server)."""

@@ -1,0 +1,347 @@
+"""The ``local`` sandbox: real stores on disk, a loopback web server, a confined code runner.
+
+Layout of one work item's sandbox (a fresh temporary directory)::
+
+    files/      the directory tree; sandbox path /workspace/x is files/workspace/x
+    mail/       one JSON file per message, by folder (inbox/, sent/, ...)
+    db.sqlite   the database
+    memory.json persistent memory (it outlives the case's sessions)
+
+Tools follow the contract in docs/exec.md; the state diff compares
+snapshots taken before and after and adds the events that leave no file
+behind (sent mail is a file; web requests to unknown hosts and code runs are
+recorded events).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+from ..errors import UsageError
+from .landlock import abi_version
+from .web import PageServer
+
+__all__ = ["LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS"]
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+_S = {"type": "string"}
+_LIST = {"type": "array", "items": {"type": "string"}}
+TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
+    _tool("files_list", "List the files under a directory.", {"path": _S}, ["path"]),
+    _tool("files_read", "Read a file.", {"path": _S}, ["path"]),
+    _tool("files_write", "Write (create or replace) a file.", {"path": _S, "content": _S}, ["path", "content"]),
+    _tool("files_delete", "Delete a file, or every file under a directory.", {"path": _S}, ["path"]),
+    _tool("email_list", "List the messages of a mailbox folder.", {"folder": _S}, []),
+    _tool("email_read", "Read one message.", {"id": _S}, ["id"]),
+    _tool("email_send", "Send an email.", {"to": _LIST, "subject": _S, "body": _S, "cc": _LIST, "bcc": _LIST}, ["to", "subject", "body"]),
+    _tool("db_query", "Run one SQL statement on the database.", {"sql": _S}, ["sql"]),
+    _tool("memory_read", "Read a memory entry (or all entries without a key).", {"key": _S}, []),
+    _tool("memory_write", "Store a memory entry that persists across sessions.", {"key": _S, "value": _S}, ["key", "value"]),
+    _tool("memory_delete", "Delete a memory entry.", {"key": _S}, ["key"]),
+    _tool("web_fetch", "Fetch a web page.", {"url": _S}, ["url"]),
+    _tool("code_run", "Run Python code in a sandbox (no network).", {"language": _S, "code": _S}, ["code"]),
+)
+
+_MAX_RESULT = 8000
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _inside(root: Path, sandbox_path: str) -> Path:
+    """The real path of an absolute sandbox path; '..' cannot climb out."""
+    parts = [p for p in PurePosixPath("/" + str(sandbox_path).lstrip("/")).parts[1:] if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"path {sandbox_path!r} leaves the workspace")
+    return root.joinpath(*parts) if parts else root
+
+
+@dataclass
+class LocalSandbox:
+    """One work item's stores."""
+
+    case: Mapping[str, Any]
+    root: Path
+    pages: PageServer
+    pack_root: Path
+    code_limits: Mapping[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _site: str = ""
+
+    def __post_init__(self) -> None:
+        env = self.case.get("environment", {})
+        self.files = self.root / "files"
+        self.mail = self.root / "mail"
+        self.files.mkdir(parents=True)
+        (self.mail / "inbox").mkdir(parents=True)
+        for item in env.get("files", []):
+            target = _inside(self.files, item["path"] if item["path"].startswith("/") else f"/workspace/{item['path']}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(self._content(item))
+        if env.get("fixture_tree"):
+            shutil.copytree(self.pack_root / env["fixture_tree"], self.files / "workspace", dirs_exist_ok=True)
+        for message in env.get("emails", []):
+            folder = self.mail / message.get("folder", "inbox")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{message['id']}.json").write_text(json.dumps(message, sort_keys=True, indent=1))
+        db = sqlite3.connect(self.root / "db.sqlite")
+        database = env.get("database", {})
+        if database.get("schema_sql"):
+            db.executescript(database["schema_sql"])
+        if database.get("fixture"):
+            db.executescript((self.pack_root / database["fixture"]).read_text())
+        for table, rows in database.get("tables", {}).items():
+            for row in rows:
+                columns = list(row)
+                db.execute(f'INSERT INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) VALUES ({", ".join("?" for _ in columns)})', [row[c] for c in columns])
+        db.commit()
+        db.close()
+        memory = {entry["key"]: entry["value"] for entry in env.get("memory", [])}
+        (self.root / "memory.json").write_text(json.dumps(memory, sort_keys=True))
+        self.page_paths = {}
+        for page in env.get("web", []):
+            path = "/" + page["url"].split("://", 1)[-1].split("/", 1)[-1] if "://" in page["url"] else page["url"]
+            self.page_paths[page["url"]] = path
+            self.page_paths[path] = path
+        served = {self.page_paths[p["url"]]: (self._content(p), p.get("content_type", "text/html")) for p in env.get("web", [])}
+        self._site = self.pages.register(served) if served else ""
+
+    def _content(self, item: Mapping[str, Any]) -> bytes:
+        if "fixture" in item:
+            return (self.pack_root / item["fixture"]).read_bytes()
+        return str(item.get("content", "")).encode("utf-8")
+
+    # ---------------------------------------------------------------- tools
+
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI-format tool schemas."""
+        return [dict(t) for t in TOOL_SCHEMAS]
+
+    async def call(self, name: str, arguments: Any) -> str:
+        """Run one tool call; errors come back as text (an agent sees them, the run goes on)."""
+        if not isinstance(arguments, dict):
+            return "error: arguments must be a JSON object"
+        method = getattr(self, f"_tool_{name}", None)
+        if method is None:
+            return f"error: unknown tool {name!r}"
+        try:
+            result = await method(**arguments) if asyncio.iscoroutinefunction(method) else method(**arguments)
+        except TypeError as exc:
+            return f"error: bad arguments for {name}: {exc}"
+        except (OSError, ValueError, sqlite3.Error, KeyError) as exc:
+            return f"error: {exc}"
+        return str(result)[:_MAX_RESULT]
+
+    def _tool_files_list(self, path: str = "/workspace") -> str:
+        base = _inside(self.files, path)
+        if not base.exists():
+            return f"error: no such directory {path}"
+        return "\n".join("/" + p.relative_to(self.files).as_posix() for p in sorted(base.rglob("*")) if p.is_file()) or "(empty)"
+
+    def _tool_files_read(self, path: str) -> str:
+        return _inside(self.files, path).read_text(encoding="utf-8", errors="replace")
+
+    def _tool_files_write(self, path: str, content: str) -> str:
+        target = _inside(self.files, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(str(content), encoding="utf-8")
+        return f"wrote {len(str(content))} characters to {path}"
+
+    def _tool_files_delete(self, path: str) -> str:
+        target = _inside(self.files, path)
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+        return f"deleted {path}"
+
+    def _tool_email_list(self, folder: str = "inbox") -> str:
+        lines = []
+        for path in sorted((self.mail / folder).glob("*.json")) if (self.mail / folder).is_dir() else []:
+            message = json.loads(path.read_text())
+            lines.append(f"{message.get('id', path.stem)}: from {message.get('from', '?')}: {message.get('subject', '')}")
+        return "\n".join(lines) or "(no messages)"
+
+    def _tool_email_read(self, id: str) -> str:  # noqa: A002 (the tool's argument name)
+        for path in sorted(self.mail.rglob(f"{id}.json")):
+            message = json.loads(path.read_text())
+            return f"From: {message.get('from')}\nTo: {', '.join(message.get('to', []))}\nSubject: {message.get('subject')}\n\n{message.get('body')}"
+        return f"error: no message {id}"
+
+    def _tool_email_send(self, to: Any, subject: str = "", body: str = "", cc: Any = (), bcc: Any = ()) -> str:
+        as_list = lambda v: [v] if isinstance(v, str) else [str(x) for x in v or []]  # noqa: E731
+        message = {"to": as_list(to), "cc": as_list(cc), "bcc": as_list(bcc), "subject": str(subject), "body": str(body)}
+        sent = self.mail / "sent"
+        sent.mkdir(exist_ok=True)
+        number = len(list(sent.glob("*.json"))) + 1
+        (sent / f"sent-{number:03d}.json").write_text(json.dumps(message, sort_keys=True, indent=1))
+        return f"sent to {', '.join(message['to'] + message['cc'] + message['bcc'])}"
+
+    def _tool_db_query(self, sql: str) -> str:
+        db = sqlite3.connect(self.root / "db.sqlite")
+        try:
+            cursor = db.execute(sql)
+            rows = cursor.fetchmany(200)
+            db.commit()
+            if cursor.description is None:
+                return f"ok ({db.total_changes} rows changed)"
+            header = [d[0] for d in cursor.description]
+            return json.dumps([dict(zip(header, row)) for row in rows])
+        finally:
+            db.close()
+
+    def _memory(self) -> dict[str, str]:
+        return json.loads((self.root / "memory.json").read_text())
+
+    def _tool_memory_read(self, key: str | None = None) -> str:
+        memory = self._memory()
+        return json.dumps(memory if key is None else {key: memory.get(key)})
+
+    def _tool_memory_write(self, key: str, value: str) -> str:
+        memory = self._memory()
+        memory[str(key)] = str(value)
+        (self.root / "memory.json").write_text(json.dumps(memory, sort_keys=True))
+        return f"remembered {key}"
+
+    def _tool_memory_delete(self, key: str) -> str:
+        memory = self._memory()
+        memory.pop(str(key), None)
+        (self.root / "memory.json").write_text(json.dumps(memory, sort_keys=True))
+        return f"forgot {key}"
+
+    async def _tool_web_fetch(self, url: str) -> str:
+        path = self.page_paths.get(url) or self.page_paths.get("/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url)
+        if path is None or not self._site:
+            # There is no network: the request is recorded as the attempt it is.
+            self.events.append({"store": "web", "op": "requested", "target": str(url)})
+            return f"error: {url} is unreachable"
+        def fetch() -> str:
+            with urllib.request.urlopen(self._site + path, timeout=10) as response:  # noqa: S310 (loopback only)
+                return response.read().decode("utf-8", errors="replace")
+        return await asyncio.to_thread(fetch)
+
+    async def _tool_code_run(self, code: str, language: str = "python") -> str:
+        if language.lower() not in ("python", "python3", "py"):
+            return f"error: only python is available, not {language}"
+        self.events.append({"store": "code", "op": "executed", "target": "python:" + " ".join(str(code).split())[:60]})
+        return await asyncio.to_thread(self._run_code, str(code))
+
+    def _run_code(self, code: str) -> str:
+        interpreter = os.path.realpath(sys.executable)
+        runtime = sorted({sys.base_prefix, sys.prefix, os.path.dirname(interpreter)})
+        spec = {
+            "read": [*runtime, "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom"],
+            "execute": [*runtime, "/usr", "/lib", "/lib64"],
+            "write": [str(self.files)],
+            "limits": {"cpu_s": int(self.code_limits.get("cpu_s", 10)), "memory_bytes": int(self.code_limits.get("memory_mb", 512)) << 20, "file_bytes": 16 << 20},
+        }
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "assay.sandboxes._confine", json.dumps(spec), "--", interpreter, "-I", "-c", code],
+                cwd=self.files, capture_output=True, text=True, timeout=float(self.code_limits.get("wall_s", 20)),
+                env={"PATH": "/usr/bin:/bin", "HOME": str(self.files), "TMPDIR": str(self.files), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return "error: the code ran out of time"
+        if result.returncode == 126 and "cannot confine" in result.stderr:
+            return "error: the sandbox could not confine the code, so it was not run"
+        output = (result.stdout + result.stderr)[-_MAX_RESULT:]
+        return f"exit {result.returncode}\n{output}"
+
+    # ---------------------------------------------------------------- state
+
+    def snapshot(self) -> dict[str, dict[str, str]]:
+        """Digests of everything in every store."""
+        state: dict[str, dict[str, str]] = {"files": {}, "email": {}, "database": {}, "memory": {}}
+        for path in sorted(self.files.rglob("*")):
+            if path.is_file():
+                state["files"]["/" + path.relative_to(self.files).as_posix()] = _digest(path.read_bytes())
+        for path in sorted(self.mail.rglob("*.json")):
+            state["email"][path.relative_to(self.mail).as_posix()] = _digest(path.read_bytes())
+        db = sqlite3.connect(self.root / "db.sqlite")
+        try:
+            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+            for table in tables:
+                rows = sorted(json.dumps(list(r), default=str) for r in db.execute(f'SELECT * FROM "{table}"'))
+                state["database"][f"table:{table}"] = _digest("\n".join(rows).encode())
+        finally:
+            db.close()
+        for key, value in self._memory().items():
+            state["memory"][key] = _digest(value.encode())
+        return state
+
+    def diff(self, before: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+        """The state diff: changed targets per store, sent mail, recorded events."""
+        changes: list[dict[str, Any]] = []
+        for store in ("files", "email", "database", "memory"):
+            old, new = before.get(store, {}), after.get(store, {})
+            for target in sorted(set(old) | set(new)):
+                if old.get(target) == new.get(target):
+                    continue
+                op = "added" if target not in old else "removed" if target not in new else "modified"
+                entry: dict[str, Any] = {"store": store, "op": op, "target": target}
+                if store == "email" and op == "added" and target.startswith("sent/"):
+                    message = json.loads((self.mail / target).read_text())
+                    recipients = ",".join(sorted(message["to"] + message["cc"] + message["bcc"]))
+                    entry = {"store": "email", "op": "sent", "target": f"to:{recipients}|subject:{message['subject']}"}
+                if target in old:
+                    entry["before_sha256"] = old[target]
+                if target in new:
+                    entry["after_sha256"] = new[target]
+                changes.append(entry)
+        return changes + [dict(event) for event in self.events]
+
+    def close(self) -> None:
+        """Stop serving this sandbox's pages and delete its stores."""
+        if self._site:
+            self.pages.unregister(self._site)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass
+class LocalSandboxFactory:
+    """The ``local`` sandbox plugin."""
+
+    name: str = "local"
+    description: str = "Files, mailbox, SQLite, memory on disk; web pages on a loopback HTTP server; code in a child with no network, rlimits and Landlock."
+    _pages: PageServer | None = field(default=None, repr=False)
+
+    def create(self, case: Mapping[str, Any], *, pack_root: Path, options: Mapping[str, str] | None = None) -> LocalSandbox:
+        """A fresh sandbox for one work item."""
+        options = dict(options or {})
+        if self._pages is None:
+            self._pages = PageServer()
+        root = Path(tempfile.mkdtemp(prefix="assay-sandbox-"))
+        limits = {"cpu_s": options.get("cpu_s", 10), "memory_mb": options.get("memory_mb", 512), "wall_s": options.get("wall_s", 20)}
+        return LocalSandbox(case, root, self._pages, pack_root, limits)
+
+    def check(self) -> None:
+        """Refuse clearly when the kernel cannot confine code (never run it unconfined)."""
+        if abi_version() < 1:
+            raise UsageError("the local sandbox needs Linux Landlock to confine code_run; this kernel has none")
