@@ -1,10 +1,12 @@
 """``make demo``: run a stratified subset of a pack against the embedded local model.
 
-The main job, end to end: validate the pack, run it (semantic and audit
-stages) against the embedded Gemma 3 270M through the ``local`` backend with
-the ``rule`` judge, seal and zip the bundle, validate it independently, and
-write the Markdown and HTML reports. It prints where the bundle and the
-reports are. ``--endpoint scripted:mixed`` runs the same job without a model.
+The main job, end to end: validate the pack, run one case of every family of
+the staged-endpoint pack (``safeclaw``) under D0 and D3 through all three
+stages (semantic, audit, exec in real sandboxes) against the embedded Gemma 3
+270M with the ``rule`` judge, seal and zip the bundle, validate it
+independently, and write the Markdown and HTML reports. It prints where the
+bundle and the reports are. ``--endpoint scripted:mixed`` runs the same job
+without a model.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m assay.demo", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("out/demo"))
-    parser.add_argument("--pack", default="example")
+    parser.add_argument("--pack", default="safeclaw")
+    parser.add_argument("--defense", action="append", dest="defenses", help="defense condition (default: D0 and D3)")
     parser.add_argument("--endpoint", default="local", help="endpoint spec (default: the embedded local model)")
     parser.add_argument("--sample", default="stratified:1", help="subset of the pack (default: one case per family)")
-    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--max-tokens", type=int, default=64)
     args = parser.parse_args(argv)
     try:
         host = load_plugins()
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(issue.format())
             return 1
         settings = RunSettings(
-            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="rule",
+            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="rule", defenses=args.defenses or ["D0", "D3"],
             max_tokens=args.max_tokens, resume=True, progress=True,
         )  # fmt: skip
         print(f"running {args.sample} of {pack.name} against {args.endpoint} with the rule judge ...", flush=True)
