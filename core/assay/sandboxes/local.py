@@ -7,7 +7,7 @@ Layout of one work item's sandbox (a fresh temporary directory)::
     db.sqlite   the database
     memory.json persistent memory (it outlives the case's sessions)
 
-Tools follow the contract in docs/exec.md; the state diff compares
+Tools follow the contract in docs/exec.md (the exec stage page of the site); the state diff compares
 snapshots taken before and after and adds the events that leave no file
 behind (sent mail is a file; web requests to unknown hosts and code runs are
 recorded events).
