@@ -23,17 +23,17 @@ def _check_files(root: Path, manifest_doc, manifest_name: str, section: str, rep
         if not isinstance(relative, str):
             continue
         pointer = f"/{section}/{index}"
-        line = manifest_doc.line_of(pointer)
+        line = lambda: manifest_doc.line_of(pointer)  # noqa: E731 (only findings need it)
         if relative in listed:
-            report.add(manifest_name, f"{relative} is listed twice", rank=Rank.INTEGRITY, code="duplicate-file", line=line, pointer=pointer)
+            report.add(manifest_name, f"{relative} is listed twice", rank=Rank.INTEGRITY, code="duplicate-file", line=line(), pointer=pointer)
             continue
         listed[relative] = index
         path = safe_child(root, relative)
         shown = display(root / relative, root, label)
         if path is None:
-            report.add(manifest_name, f"{relative} points outside the pack", rank=Rank.INTEGRITY, code="path-escape", line=line, pointer=pointer)
+            report.add(manifest_name, f"{relative} points outside the pack", rank=Rank.INTEGRITY, code="path-escape", line=line(), pointer=pointer)
         elif not path.is_file():
-            report.add(shown, f"listed in the manifest ({manifest_name}:{line}) but missing", rank=Rank.INTEGRITY, code="missing-file")
+            report.add(shown, f"listed in the manifest ({manifest_name}:{line()}) but missing", rank=Rank.INTEGRITY, code="missing-file")
         else:
             actual, size = digest_file(path)
             claimed = get(entry, "sha256")
@@ -140,11 +140,11 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
 
     # Cross-case references, checked once every id is known.
     for name, document, companion in companions:
-        line = document.line_of("/benign_companion")
+        # Lines are looked up only for findings: finding one re-parses the file.
         if companion not in case_ids:
-            report.add(name, f"benign companion {companion!r} is not a case of this pack", rank=Rank.REFERENCE, code="unknown-case", line=line, pointer="/benign_companion")
+            report.add(name, f"benign companion {companion!r} is not a case of this pack", rank=Rank.REFERENCE, code="unknown-case", line=document.line_of("/benign_companion"), pointer="/benign_companion")
         elif case_kinds[companion] != "benign":
-            report.add(name, f"benign companion {companion!r} is a {case_kinds[companion]} case, not a benign one", rank=Rank.REFERENCE, code="companion-kind", line=line, pointer="/benign_companion")
+            report.add(name, f"benign companion {companion!r} is a {case_kinds[companion]} case, not a benign one", rank=Rank.REFERENCE, code="companion-kind", line=document.line_of("/benign_companion"), pointer="/benign_companion")
     splits = manifest.get("splits")
     if isinstance(splits, dict):
         for split, members in splits.items():
