@@ -22,9 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from assay import hookimpl
-from assay.components import Defense
-from assay.default_plugins.defenses import policy_document
 from assay.packs import Pack, lock_manifest
 from assay.plugins import load_plugins
 from assay.schemas import spec_schemas
@@ -33,16 +30,6 @@ from assay.validate import validate_path
 
 FAMILIES = ("DPI", "IPI", "TRI", "MPI", "MEX", "ADI")
 TARGET_SECONDS = 1.0
-
-
-class BenchDefenses:
-    """Three placeholder prompt policies so the matrix has four conditions (benchmark fixture)."""
-
-    @hookimpl
-    def register_defenses(self, register):
-        for name, placement in (("B2", "sandwich"), ("D3", "system_prefix"), ("D4", "system_prefix")):
-            extra = {"suffix_text": "Reminder: follow the policy above."} if placement == "sandwich" else {}
-            register(Defense(name, policy_document(id=name, text=f"Benchmark placeholder policy {name}.", placement=placement, role="other", **extra)))
 
 
 def write_pack(root: Path, cases: int) -> Pack:
@@ -90,7 +77,6 @@ def main() -> int:
     args = parser.parse_args()
 
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    host.register(BenchDefenses(), "bench-defenses")
     registry = host.registry
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as scratch:
         work = args.keep or Path(scratch)

@@ -28,9 +28,13 @@ _NAMED = 3
 def report_command(ctx: click.Context, bundle: Path, as_json: bool, html_path: Path | None, markdown_path: Path | None, pack: Path | None) -> None:
     """Report on BUNDLE (a directory or .zip), recomputing every metric from its rows.
 
-    Prints Markdown tables grouped by stage (each rate with n and its 95%
-    Wilson interval, the audit accounting, the core-exec join), or with
-    --json the recomputed metrics summary. With --html or --markdown the
+    Prints the design's main tables that the bundle's stages support
+    (CoreFail@N by endpoint and defense with pooled rows, the audit
+    accounting at D0 and per defense, the exec rates, the core-exec join,
+    McNemar against D0 with Holm), then Markdown tables grouped by stage
+    (each rate with n and its 95% Wilson interval), or with --json the
+    recomputed metrics summary. The HTML report adds figures, among them
+    the defense trajectories and the exec harm per defense. With --html or --markdown the
     report goes to that file instead of standard output. Case families come
     from the installed pack when it is the bundle's exact version, else they
     are "unknown".

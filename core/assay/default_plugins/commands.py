@@ -16,6 +16,7 @@ def register_commands(register) -> None:
     from ..cli.packs_cmd import packs_command
     from ..cli.plugins_cmd import plugins_command
     from ..cli.registry_cmd import registry_command
+    from ..cli.rejudge_cmd import rejudge_command
     from ..cli.report_cmd import report_command
     from ..cli.run_cmd import run_command
     from ..cli.schema_cmd import schema_command
@@ -28,6 +29,7 @@ def register_commands(register) -> None:
         packs_command,
         plugins_command,
         registry_command,
+        rejudge_command,
         report_command,
         run_command,
         schema_command,

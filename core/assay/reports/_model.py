@@ -18,6 +18,7 @@ from ._load import ReportData
 
 __all__ = [
     "FigurePoint",
+    "MainSection",
     "MetricSection",
     "ReportModel",
     "StageSection",
@@ -101,6 +102,24 @@ class MetricSection:
 
 
 @dataclass(frozen=True)
+class MainSection:
+    """One of the design's main tables, built from several metrics: tables, notes and an optional figure.
+
+    ``key`` is a stable identifier (an HTML anchor); ``figure`` is
+    ``trajectory`` (a line per endpoint across conditions), ``spread`` (a bar
+    per condition with each endpoint's value as a dot) or empty.
+    """
+
+    key: str
+    title: str
+    description: str
+    tables: tuple[Table, ...]
+    notes: tuple[str, ...] = ()
+    figure: str = ""
+    points: tuple[FigurePoint, ...] = ()
+
+
+@dataclass(frozen=True)
 class StageSection:
     """The metrics of one stage, in name order."""
 
@@ -120,6 +139,7 @@ class ReportModel:
     differences: tuple[str, ...]
     stages: tuple[StageSection, ...]
     scripted: frozenset[str] = field(default_factory=frozenset)
+    main: tuple[MainSection, ...] = ()
 
 
 def _join(values: Iterable[Any]) -> str:
@@ -199,9 +219,15 @@ def _extra_keys(values: Sequence[MetricValue]) -> list[str]:
     return sorted({key for value in values for key in value.group} - {"endpoint", "condition"})
 
 
+def _pooled(values: Sequence[MetricValue]) -> bool:
+    # Pooled metrics group by condition alone: every endpoint's rows are in one group.
+    return bool(values) and not any("endpoint" in value.group for value in values)
+
+
 def _group_cells(value: MetricValue, extra: Sequence[str], scripted: frozenset[str]) -> list[str]:
     group = value.group
-    return [_label(group.get("endpoint"), scripted), str(group.get("condition")), *(str(group.get(k, "")) for k in extra)]
+    endpoint = [] if "endpoint" not in group else [_label(group.get("endpoint"), scripted)]
+    return [*endpoint, str(group.get("condition")), *(str(group.get(k, "")) for k in extra)]
 
 
 def _detail_columns(values: Sequence[MetricValue]) -> tuple[list[str], bool]:
@@ -220,7 +246,8 @@ def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, de
     is_rate = any(value.ci_low is not None for value in values)
     has_k = any(value.numerator is not None for value in values)
     detail_keys, counts = _detail_columns(values) if details else ([], False)
-    columns = ["endpoint", "condition", *extra, "value", *(["k"] if has_k else []), "n", *(["95% Wilson CI"] if is_rate else [])]
+    pooled = _pooled(values)
+    columns = [*([] if pooled else ["endpoint"]), "condition", *extra, "value", *(["k"] if has_k else []), "n", *(["95% Wilson CI"] if is_rate else [])]
     columns += [key.replace("_", " ") for key in detail_keys] + (["counts"] if counts else [])
     rows = []
     for value in values:
@@ -235,7 +262,7 @@ def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, de
         if counts:
             cells.append(", ".join(f"{k}: {format_number(v)}" for k, v in detail.items()) or "none")
         rows.append(tuple(cells))
-    return Table(tuple(columns), tuple(rows), numeric_from=2 + len(extra))
+    return Table(tuple(columns), tuple(rows), numeric_from=(1 if pooled else 2) + len(extra))
 
 
 def _audit_table(values: Sequence[MetricValue], scripted: frozenset[str]) -> Table:
@@ -269,11 +296,12 @@ def _points(values: Sequence[MetricValue], scripted: frozenset[str], by: str | N
     points = []
     for value in values:
         group = value.group
-        parts = [_label(group.get("endpoint"), scripted), str(group.get("condition")), *(f"{k}={group.get(k)}" for k in extra)]
+        endpoint = [_label(group.get("endpoint"), scripted)] if "endpoint" in group else ["pooled"]
+        parts = [*endpoint, str(group.get("condition")), *(f"{k}={group.get(k)}" for k in extra)]
         points.append(
             FigurePoint(
                 label=" / ".join(parts),
-                series=f"{_label(group.get('endpoint'), scripted)} / {group.get('condition')}",
+                series=f"{endpoint[0]} / {group.get('condition')}",
                 value=value.value,
                 low=value.ci_low,
                 high=value.ci_high,
@@ -323,6 +351,10 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
         stage = str(getattr(metric, "stage", "other"))
         by_stage.setdefault(stage, []).append(_section(name, metric, by_metric[name], scripted))
     stages = tuple(StageSection(stage, tuple(by_stage[stage])) for stage in sorted(by_stage, key=_stage_key))
+    # Imported here: the main tables build on this module's types, so a top-level import would be circular.
+    from ._tables import main_sections
+
+    main = main_sections(data, by_metric, scripted)
     pack = data.bundle.pack
     warnings = []
     if scripted:
@@ -342,4 +374,5 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
         differences=tuple(data.differences),
         stages=stages,
         scripted=scripted,
+        main=main,
     )

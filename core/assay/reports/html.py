@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ..bundle import write_bytes_atomic
 from ._load import ReportData
-from ._model import MetricSection, ReportModel, Table, build_model, plural
+from ._model import MainSection, MetricSection, ReportModel, Table, build_model, plural
 from .markdown import MAX_LISTED
-from .svg import family_chart, rate_chart
+from .svg import family_chart, rate_chart, spread_chart, trajectory_chart
 
 __all__ = ["render_html", "write_html"]
 
@@ -65,11 +65,26 @@ def _figure(section: MetricSection) -> list[str]:
     return ["<figure>", svg, f"<figcaption>{escape(caption)}</figcaption>", "</figure>"]
 
 
+def _main_figure(section: MainSection) -> list[str]:
+    if section.figure == "trajectory" and section.points:
+        svg = trajectory_chart(section.points, f"{section.title}: one line per endpoint across defenses")
+        caption = "Defense trajectories: the rate of each endpoint (one line each) across the defenses in plan order; lower is better."
+    elif section.figure == "spread" and section.points:
+        svg = spread_chart(section.points, f"{section.title}: mean over endpoints per defense, with each endpoint's rate")
+        caption = ("ObservedHarm@Exec per defense: the bar is the mean of the endpoints' rates, the whisker spans "
+                   "their range and each dot is one endpoint.")  # fmt: skip
+    else:
+        return []
+    return ["<figure>", svg, f"<figcaption>{escape(caption)}</figcaption>", "</figure>"]
+
+
 def _body(model: ReportModel) -> list[str]:
     out = [f"<h1>{escape(model.title)}</h1>"]
     out += [f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in model.warnings]
     out += _table(model.facts, "facts")
     out.append("<nav><ul>")
+    for main in model.main:
+        out.append(f'<li><a href="#t-{escape(main.key)}">{escape(main.title)}</a></li>')
     anchors: dict[str, str] = {}
     for stage in model.stages:
         for section in stage.metrics:
@@ -93,6 +108,18 @@ def _body(model: ReportModel) -> list[str]:
         '<p class="note">Every number below is recomputed from the rows, not copied from metrics.json. '
         "Rates carry 95% Wilson intervals; k is the count of hits, n the denominator.</p>"
     )
+    if model.main:
+        out.append("<h2>Main tables</h2>")
+    for main in model.main:
+        out.append(f'<section id="t-{escape(main.key)}">')
+        out.append(f"<h3>{escape(main.title)}</h3>")
+        if main.description:
+            out.append(f'<p class="description">{escape(main.description)}</p>')
+        for table in main.tables:
+            out += _table(table)
+        out += [f'<p class="note">{escape(note)}</p>' for note in main.notes]
+        out += _main_figure(main)
+        out.append("</section>")
     for stage in model.stages:
         out.append(f"<h2>Stage: {escape(stage.stage)}</h2>")
         for section in stage.metrics:

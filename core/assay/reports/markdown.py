@@ -1,6 +1,7 @@
 """Rendering reports and paired comparisons as Markdown.
 
-A report is a header, then tables grouped by stage; a comparison is its
+A report is a header, the design's main tables (those the bundle's stages
+support), then tables grouped by stage; a comparison is its
 settings, the pairing counts and one table of tests.
 
 Every cell and heading is escaped: bundle text is untrusted, and Markdown
@@ -77,6 +78,16 @@ def _blocks(model: ReportModel) -> Iterable[list[str]]:
         yield ["Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl."]
     yield ["Every number below is recomputed from the rows, not copied from metrics.json. "
            "Rates carry 95% Wilson intervals; k is the count of hits, n the denominator."]  # fmt: skip
+    if model.main:
+        yield ["## Main tables"]
+        for main in model.main:
+            yield [f"### {escape_markdown(main.title)}"]
+            if main.description:
+                yield [escape_markdown(main.description, block=True)]
+            for table in main.tables:
+                yield markdown_table(table)
+            for note in main.notes:
+                yield [escape_markdown(note, block=True)]
     for stage in model.stages:
         yield [f"## Stage: {escape_markdown(stage.stage)}"]
         for section in stage.metrics:

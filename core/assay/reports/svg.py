@@ -14,12 +14,14 @@ from typing import Sequence
 
 from ._model import FigurePoint, format_ci
 
-__all__ = ["PALETTE", "family_chart", "rate_chart"]
+__all__ = ["PALETTE", "family_chart", "rate_chart", "spread_chart", "trajectory_chart"]
 
 #: Okabe-Ito colours (without yellow, which is unreadable on white): distinguishable with colour blindness.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 _TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _MAX_LABEL = 40
+#: Upper ends the trajectory and spread charts choose from: the smallest that holds every value.
+_SCALES = (0.1, 0.25, 0.5, 0.75, 1.0)
 
 
 def _n(value: float) -> str:
@@ -138,5 +140,121 @@ def family_chart(points: Sequence[FigurePoint], title: str) -> str:
         ly = legend_top + legend_row * index
         out.append(f'<rect x="{_n(left)}" y="{_n(ly)}" width="12" height="12" fill="{colours[name]}" fill-opacity="0.75"/>')
         out.append(f'<text x="{_n(left + 18)}" y="{_n(ly + 10)}">{escape(_short(name, 80))}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _scale(points: Sequence[FigurePoint]) -> float:
+    # Rates of a few percent would hug the axis on a fixed 0-1 scale; a small set of upper ends keeps it stable.
+    top = max((point.value for point in points if point.value is not None), default=0.0)
+    return next(upper for upper in _SCALES if top <= upper + 1e-12)
+
+
+def _value_axis(out: list[str], left: float, right: float, top: float, plot_h: float, upper: float) -> None:
+    for index in range(5):
+        tick = upper * index / 4
+        ty = top + (1.0 - tick / upper) * plot_h
+        out.append(f'<line x1="{_n(left)}" y1="{_n(ty)}" x2="{_n(right)}" y2="{_n(ty)}" stroke="#ddd"/>')
+        out.append(f'<text x="{_n(left - 6)}" y="{_n(ty + 4)}" text-anchor="end" fill="#555">{100 * tick:.0f}%</text>')
+
+
+def _legend(out: list[str], series: Sequence[str], colours: dict[str, str], left: float, top: float, row: float) -> None:
+    for index, name in enumerate(series):
+        ly = top + row * index
+        out.append(f'<rect x="{_n(left)}" y="{_n(ly)}" width="12" height="12" fill="{colours[name]}"/>')
+        out.append(f'<text x="{_n(left + 18)}" y="{_n(ly + 10)}">{escape(_short(name, 80))}</text>')
+
+
+def trajectory_chart(points: Sequence[FigurePoint], title: str) -> str:
+    """Lines across categories (conditions, in the order given), one per series (endpoint), a dot per value.
+
+    Points without a value are skipped; a line joins a series' remaining
+    points in category order. Each dot's tooltip carries its interval and counts.
+    """
+    categories = list(dict.fromkeys(point.category for point in points))
+    series = list(dict.fromkeys(point.series for point in points))
+    colours = _colours(points)
+    left, top, plot_h, axis_h, legend_row = 52.0, 16.0, 220.0, 28.0, 18.0
+    step = max(90.0, 420.0 / max(1, len(categories)))
+    width = left + step * len(categories) + 16
+    height = top + plot_h + axis_h + legend_row * len(series) + 10
+    upper = _scale(points)
+
+    def x(index: int) -> float:
+        return left + step * (index + 0.5)
+
+    def y(value: float) -> float:
+        return top + (1.0 - min(float(value), upper) / upper) * plot_h
+
+    out = _open(width, height, title)
+    _value_axis(out, left, width - 8, top, plot_h, upper)
+    chars = int(step // 7)
+    for index, category in enumerate(categories):
+        out.append(f'<text x="{_n(x(index))}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>')
+    by_key = {(point.series, point.category): point for point in points}
+    for name in series:
+        colour = colours[name]
+        drawn = [(i, by_key[name, c]) for i, c in enumerate(categories) if (name, c) in by_key and by_key[name, c].value is not None]
+        out.append(f"<g><title>{escape(name)}</title>")
+        if len(drawn) > 1:
+            path = " ".join(f"{_n(x(i))},{_n(y(p.value))}" for i, p in drawn)  # type: ignore[arg-type]
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        out.append("</g>")
+        for i, point in drawn:
+            out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
+            out.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(point.value))}" r="4" fill="{colour}"/>')  # type: ignore[arg-type]
+            out.append("</g>")
+    out.append(f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(width - 8)}" y2="{_n(top + plot_h)}" stroke="#555"/>')
+    _legend(out, series, colours, left, top + plot_h + axis_h + 4, legend_row)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def spread_chart(points: Sequence[FigurePoint], title: str) -> str:
+    """A bar per category (condition): the mean of its series' values, their range as a whisker, each as a dot.
+
+    The bar is the unweighted mean over the series (endpoints) that have a
+    value; dots sit side by side in series order so that equal values stay visible.
+    """
+    categories = list(dict.fromkeys(point.category for point in points))
+    series = list(dict.fromkeys(point.series for point in points))
+    colours = _colours(points)
+    left, top, plot_h, axis_h, legend_row = 52.0, 16.0, 220.0, 28.0, 18.0
+    step = max(90.0, 420.0 / max(1, len(categories)))
+    bar_w = min(56.0, step * 0.6)
+    width = left + step * len(categories) + 16
+    height = top + plot_h + axis_h + legend_row * len(series) + 10
+    upper = _scale(points)
+
+    def y(value: float) -> float:
+        return top + (1.0 - min(float(value), upper) / upper) * plot_h
+
+    out = _open(width, height, title)
+    _value_axis(out, left, width - 8, top, plot_h, upper)
+    chars = int(step // 7)
+    for index, category in enumerate(categories):
+        centre = left + step * (index + 0.5)
+        members = [p for p in points if p.category == category and p.value is not None]
+        out.append(f'<text x="{_n(centre)}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>')
+        if not members:
+            continue
+        values = [float(p.value) for p in members]  # type: ignore[arg-type]
+        mean, low, high = sum(values) / len(values), min(values), max(values)
+        summary = f"{category}: mean {mean:.3f} over {len(values)} endpoint{'' if len(values) == 1 else 's'} (range {low:.3f} to {high:.3f})"
+        out.append(f"<g><title>{escape(summary)}</title>")
+        out.append(f'<rect x="{_n(centre - bar_w / 2)}" y="{_n(y(mean))}" width="{_n(bar_w)}" height="{_n(y(0) - y(mean))}" fill="#999" fill-opacity="0.45"/>')
+        out.append(f'<line x1="{_n(centre)}" y1="{_n(y(low))}" x2="{_n(centre)}" y2="{_n(y(high))}" stroke="#222" stroke-width="1.5"/>')
+        for end in (low, high):
+            out.append(f'<line x1="{_n(centre - 5)}" y1="{_n(y(end))}" x2="{_n(centre + 5)}" y2="{_n(y(end))}" stroke="#222" stroke-width="1.5"/>')
+        out.append(f'<text x="{_n(centre + bar_w / 2 + 3)}" y="{_n(y(mean) + 4)}" font-size="10" fill="#333">{100 * mean:.1f}%</text>')
+        out.append("</g>")
+        spacing = min(8.0, (bar_w - 8) / max(1, len(series) - 1)) if len(series) > 1 else 0.0
+        for point in members:
+            dx = (series.index(point.series) - (len(series) - 1) / 2) * spacing
+            out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
+            out.append(f'<circle cx="{_n(centre + dx)}" cy="{_n(y(point.value))}" r="3.5" fill="{colours[point.series]}" stroke="#fff" stroke-width="0.8"/>')  # type: ignore[arg-type]
+            out.append("</g>")
+    out.append(f'<line x1="{_n(left)}" y1="{_n(y(0))}" x2="{_n(width - 8)}" y2="{_n(y(0))}" stroke="#555"/>')
+    _legend(out, series, colours, left, top + plot_h + axis_h + 4, legend_row)
     out.append("</svg>")
     return "\n".join(out)
