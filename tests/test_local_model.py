@@ -72,3 +72,17 @@ def test_openai_backend_against_llama_cpp_server(tmp_path, host):
     assert rows and all(row["usage"]["completion_tokens"] > 0 for row in rows)
     # The system prompt was folded into the user turn, so the model saw it (prompt tokens include it).
     assert all(row["usage"]["prompt_tokens"] > 150 for row in rows)
+
+
+@pytest.mark.slow
+def test_staged_endpoint_pack_through_all_three_stages_with_the_local_model(tmp_path, host):
+    if host.registry.get("packs", "safeclaw") is None:
+        pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
+    outcome = execute_run(
+        RunSettings(pack="safeclaw", endpoints=["local"], out=tmp_path / "out", sample="stratified:1", defenses=["D0", "D3"], max_tokens=32, progress=False),
+        host=host,
+    )
+    assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
+    rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 14 and all("exec" in row["stages"] and "semantic" in row["stages"] for row in rows)
+    assert all(row["stages"]["exec"]["transcript"]["messages"] for row in rows)
