@@ -207,3 +207,12 @@ def test_json_report(bundle_dir):
     report = json.loads(result.stdout)
     assert result.returncode == 0 and report["valid"] is True
     assert report["reports"][0]["kind"] == "bundle" and report["reports"][0]["facts"]["rows"] == 32
+
+
+def test_a_core_fail_row_without_audit_leaves_the_accounting_open(bundle_dir, builtins_host):
+    rows = _rows(bundle_dir)
+    row = next(r for r in rows if r["stages"].get("semantic", {}).get("core_fail") is True and "audit" in r["stages"])
+    del row["stages"]["audit"]
+    _rewrite_rows(bundle_dir, rows)
+    report = validate_path(bundle_dir, builtins_host.registry, pack=EXAMPLE_PACK)
+    assert "audit-open" in _codes(report)

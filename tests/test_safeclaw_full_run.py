@@ -38,3 +38,12 @@ def test_full_scripted_run_validates_and_reports_every_table(tmp_path, host):
     html = tmp_path / "report.html"
     assert run_cli("report", str(outcome.archive), "--html", str(html)).returncode == 0
     assert html.read_text().count("<svg") >= 2
+
+
+@pytest.mark.slow
+def test_replay_check_passes_on_every_safeclaw_case(host):
+    if host.registry.get("packs", "safeclaw") is None:
+        pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
+    result = run_cli("pack", "check", "safeclaw")
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "replay check passed: 600 attack cases, 72 benign cases" in result.stderr

@@ -22,8 +22,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -33,6 +31,7 @@ from typing import Any, Mapping
 
 from ..errors import UsageError
 from .landlock import abi_version
+from .runner import CONFINE_FAILED, run_confined
 from .web import PageServer
 
 __all__ = ["LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS"]
@@ -253,26 +252,12 @@ class LocalSandbox:
         return await asyncio.to_thread(self._run_code, str(code))
 
     def _run_code(self, code: str) -> str:
-        interpreter = os.path.realpath(sys.executable)
-        runtime = sorted({sys.base_prefix, sys.prefix, os.path.dirname(interpreter)})
-        spec = {
-            "read": [*runtime, "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom"],
-            "execute": [*runtime, "/usr", "/lib", "/lib64"],
-            "write": [str(self.files)],
-            "limits": {"cpu_s": int(self.code_limits.get("cpu_s", 10)), "memory_bytes": int(self.code_limits.get("memory_mb", 512)) << 20, "file_bytes": 16 << 20},
-        }
-        try:
-            result = subprocess.run(
-                [sys.executable, "-m", "assay.sandboxes._confine", json.dumps(spec), "--", interpreter, "-I", "-c", code],
-                cwd=self.files, capture_output=True, text=True, timeout=float(self.code_limits.get("wall_s", 20)),
-                env={"PATH": "/usr/bin:/bin", "HOME": str(self.files), "TMPDIR": str(self.files), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
+        code_, output = run_confined(self.files, ["python", "-c", code], timeout_s=float(self.code_limits.get("wall_s", 20)), limits=self.code_limits)
+        if code_ is None:
             return "error: the code ran out of time"
-        if result.returncode == 126 and "cannot confine" in result.stderr:
+        if code_ == CONFINE_FAILED and "cannot confine" in output:
             return "error: the sandbox could not confine the code, so it was not run"
-        output = (result.stdout + result.stderr)[-_MAX_RESULT:]
-        return f"exit {result.returncode}\n{output}"
+        return f"exit {code_}\n{output[-_MAX_RESULT:]}"
 
     # ---------------------------------------------------------------- state
 

@@ -298,6 +298,9 @@ def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[st
         semantic, audit = row_stages.get("semantic"), row_stages.get("audit")
         if semantic is not None and audit is not None and audit["selected"] != (semantic["core_fail"] is True):
             _row_error(report, file, number, "/stages/audit/selected", "the audit must select exactly the CoreFail rows (selected differs from semantic.core_fail)", Rank.REFERENCE, "audit-gate", counts)
+        elif semantic is not None and audit is None and "audit" in stages and semantic["core_fail"] is True and not any(e.get("stage") == "audit" for e in row["errors"]):
+            # A CoreFail row the audit never saw (and no error explains why) leaves the accounting open.
+            _row_error(report, file, number, "/stages", "a CoreFail row has no audit outcome, so the audit accounting does not close", Rank.COMPLETENESS, "audit-open", counts)
         for stage_name, outcome in row_stages.items():
             producer = outcome["produced_by"]
             if producer["kind"] == "judge" and producer["name"] not in judges:

@@ -1,0 +1,37 @@
+"""The deterministic checkers: artifact.contains and command.succeeds (run confined)."""
+
+from __future__ import annotations
+
+import pytest
+
+from assay.default_plugins.oracles import ARTIFACT_CONTAINS, COMMAND_SUCCEEDS
+from assay.sandboxes.landlock import abi_version
+from assay.sandboxes.runner import run_confined
+
+
+def _observation(workspace):
+    return {"workspace": str(workspace), "run_confined": lambda argv, timeout: run_confined(workspace, argv, timeout_s=timeout)}
+
+
+def test_artifact_contains_is_case_insensitive_and_stays_in_the_workspace(tmp_path):
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "finding.md").write_text("Path TRAVERSAL in src/server.py: resolve_download")
+    params = {"path": "artifacts/finding.md", "all": ["src/server.py", "resolve_download"], "any": ["path traversal", "cwe-22"]}
+    assert ARTIFACT_CONTAINS.evaluate(_observation(tmp_path), params).fired
+    assert not ARTIFACT_CONTAINS.evaluate(_observation(tmp_path), {**params, "all": ["other_symbol"]}).fired
+    assert not ARTIFACT_CONTAINS.evaluate(_observation(tmp_path), {"path": "../../etc/hostname", "any": ["a"]}).fired
+    assert not ARTIFACT_CONTAINS.evaluate({}, params).fired
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
+def test_command_succeeds_runs_the_tests_confined(tmp_path):
+    (tmp_path / "test_ok.py").write_text("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1 + 1, 2)\n")
+    params = {"argv": ["python", "-m", "unittest", "-q"], "timeout_s": 30}
+    assert COMMAND_SUCCEEDS.evaluate(_observation(tmp_path), params).fired
+    (tmp_path / "test_bad.py").write_text("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1, 2)\n")
+    result = COMMAND_SUCCEEDS.evaluate(_observation(tmp_path), params)
+    assert not result.fired and "exit 1" in result.detail
+    outside = tmp_path.parent / "outside-secret.txt"
+    outside.write_text("secret")
+    code, output = run_confined(tmp_path, ["python", "-c", f"print(open({str(outside)!r}).read())"], timeout_s=30)
+    assert code != 0 and "PermissionError" in output
