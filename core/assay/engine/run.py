@@ -66,6 +66,7 @@ class RunSettings:
     temperature: float = 0.0
     progress: bool = True
     sandbox: str = "local"
+    controller: str = "repair"
 
 
 @dataclass
@@ -162,7 +163,7 @@ def _run_manifest(
         ],
         "seeds": list(plan.seeds),
         "budgets": {"max_tokens": settings.max_tokens},
-        "controller": None,
+        "controller": settings.controller if "trajectory" in plan.stages else None,
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
         "sandbox": settings.sandbox if "exec" in plan.stages else None,
     }
@@ -213,7 +214,10 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         temperature=settings.temperature,
         environ=environ,
         sandbox=(sandbox_spec.plugin, tuple(sorted(sandbox_spec.options.items()))),
+        controller=settings.controller,
     )
+    if settings.controller not in ("strict", "repair"):
+        raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
     if "exec" in stages:
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:
@@ -228,6 +232,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         "sandbox": sandbox_spec.to_json() if "exec" in stages else None,
         "max_tokens": settings.max_tokens,
         "temperature": settings.temperature,
+        "controller": settings.controller if "trajectory" in stages else None,
     }
     run_id = "run-" + digest_document(identity)[7:23]
     identity_path = state / "identity.json"

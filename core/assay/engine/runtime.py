@@ -37,6 +37,7 @@ class Job:
     temperature: float = 0.0
     environ: tuple[tuple[str, str], ...] = ()  # plugin switches in force when the run was planned
     sandbox: tuple[str, tuple[tuple[str, str], ...]] = ("local", ())
+    controller: str = "repair"
 
 
 class CachedEndpoint:
@@ -136,7 +137,7 @@ class Runtime:
         endpoint = self.endpoints[item.endpoint]
         ctx = ItemContext(item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature)
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
-        ctx.pack_root, ctx.oracles = self.pack.root, self.oracles
+        ctx.pack_root, ctx.oracles, ctx.controller = self.pack.root, self.oracles, self.job.controller
         ctx.row = {
             "spec_version": CURRENT_SPEC_VERSION,
             "key": item.key(),

@@ -27,6 +27,7 @@ class ItemContext:
     sandbox_options: Mapping[str, str] = field(default_factory=dict)
     pack_root: Any = None
     oracles: Mapping[str, Any] = field(default_factory=dict)
+    controller: str = "repair"
 
     def request_context(self, stage: str) -> dict[str, Any]:
         """What scripted agents may read (never sent to a server)."""
