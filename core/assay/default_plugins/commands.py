@@ -18,6 +18,7 @@ def register_commands(register) -> None:
     from ..cli.registry_cmd import registry_command
     from ..cli.rejudge_cmd import rejudge_command
     from ..cli.report_cmd import report_command
+    from ..cli.review_cmd import review_command
     from ..cli.run_cmd import run_command
     from ..cli.schema_cmd import schema_command
     from ..cli.validate_cmd import validate_command
@@ -31,6 +32,7 @@ def register_commands(register) -> None:
         registry_command,
         rejudge_command,
         report_command,
+        review_command,
         run_command,
         schema_command,
         validate_command,
