@@ -87,3 +87,20 @@ def test_the_reference_agent_solves_every_secagent_task(tmp_path):
     assert all(r["stages"]["trajectory"]["success"] for r in solved), [r["key"]["case_id"] for r in solved if not r["stages"]["trajectory"]["success"]]
     refused = [r for r in rows if r["key"]["endpoint"] == "scripted-refuse"]
     assert all(r["stages"]["trajectory"]["primary_failure_label"] == "strict_refusal" for r in refused)
+
+
+def test_compare_adds_task_blocked_sign_permutation_and_grounding(tmp_path, host):
+    outcome = execute_run(RunSettings(pack=str(SECAGENT), endpoints=["scripted:comply", "scripted:refuse"], out=tmp_path / "o", limit=8, seeds=[0, 1], progress=False), host=host)
+    from conftest import run_cli
+
+    result = run_cli("compare", str(outcome.bundle), "--a", "endpoint=scripted-refuse", "--b", "endpoint=scripted-comply", "--json", "--resamples", "2000")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    success = next(c for c in document["comparisons"] if c["outcome"] == "trajectory.success")
+    # Eight tasks, each solved by B and failed by A on both seeds: all eight blocks agree in sign, so the
+    # exact two-sided sign-permutation p is 2 / 2**8.
+    assert success["tasks"] == 8 and success["pairs"] == 16 and success["sign_perm_p"] == 2 / 256
+    (grounding,) = document["grounding"]
+    assert grounding["tasks"] == 8 and grounding["mean_b"] > grounding["mean_a"] and grounding["sign_perm_p"] == 2 / 256
+    table = run_cli("compare", str(outcome.bundle), "--a", "endpoint=scripted-refuse", "--b", "endpoint=scripted-comply").stdout
+    assert "## Grounding (five-point)" in table and "sign-perm p" in table

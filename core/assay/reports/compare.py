@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import AssayError, UsageError
-from ..stats import holm_adjust, mcnemar_from_pairs, paired_bootstrap_diff
+from ..stats import holm_adjust, mcnemar_from_pairs, paired_bootstrap_diff, sign_permutation_test, task_blocked_differences
 
 __all__ = [
     "Comparison",
     "ComparisonResult",
+    "GroundingComparison",
     "KEY_FIELDS",
     "OUTCOMES",
     "Outcome",
@@ -152,6 +153,21 @@ class Comparison:
     mcnemar_c: int
     p_value: float
     p_holm: float
+    tasks: int = 0
+    sign_perm_p: float | None = None
+
+
+@dataclass(frozen=True)
+class GroundingComparison:
+    """Mean five-point grounding of A and one B over paired trajectory rows, with a task-blocked sign-permutation test."""
+
+    b: str
+    pairs: int
+    tasks: int
+    mean_a: float
+    mean_b: float
+    diff: float
+    sign_perm_p: float
 
 
 @dataclass(frozen=True)
@@ -169,6 +185,7 @@ class ComparisonResult:
     no_pairs: tuple[tuple[str, str], ...] = ()
     bundle: str = ""
     run_id: str = ""
+    grounding: tuple[GroundingComparison, ...] = ()
 
     def to_document(self) -> dict[str, Any]:
         """A JSON-ready document of the result."""
@@ -177,7 +194,7 @@ class ComparisonResult:
         doc["no_pairs"] = [{"b": b, "outcome": outcome} for b, outcome in self.no_pairs]
         doc["p_adjustment"] = "holm"
         doc["ci_method"] = "paired percentile bootstrap"
-        doc["test"] = "exact McNemar (two-sided)"
+        doc["test"] = "exact McNemar (two-sided); task-blocked sign-permutation over per-task mean differences"
         return doc
 
 
@@ -236,7 +253,7 @@ def compare_rows(
     pair_on = tuple(name for name in KEY_FIELDS if name not in a.fields)
     a_index = _index(rows, a, pair_on, "--a")
     seen: set[Selector] = set()
-    pairings, pending, no_pairs = [], [], []
+    pairings, pending, no_pairs, grounding = [], [], [], []
     for b in bs:
         if b.fields != a.fields:
             raise UsageError(f"--b {b} selects {', '.join(b.fields)} but --a {a} selects {', '.join(a.fields)}; both must name the same fields")
@@ -257,13 +274,31 @@ def compare_rows(
                 if outcomes:
                     no_pairs.append((str(b), outcome.name))
                 continue
+            kept = [k for k in keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None]
             xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
             test = mcnemar_from_pairs(xs, ys)
             boot = paired_bootstrap_diff([float(x) for x in xs], [float(y) for y in ys], n_resamples=resamples, confidence=confidence, seed=seed)
-            pending.append((str(b), outcome.name, len(pairs), sum(xs) / len(xs), sum(ys) / len(ys), boot, test))
-    adjusted = holm_adjust([test.p_value for *_, test in pending])
+            # Task-blocked: one mean difference per task (case), so seeds of one task never count as independent.
+            blocks = task_blocked_differences([a_index[k]["key"]["case_id"] for k in kept], [float(x) for x in xs], [float(y) for y in ys])
+            permutation = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
+            pending.append((str(b), outcome.name, len(pairs), sum(xs) / len(xs), sum(ys) / len(ys), boot, test, len(blocks), permutation.p_value))
+        grounding.extend(_grounding(a_index, b_index, keys, str(b), resamples, seed))
+    adjusted = holm_adjust([entry[6].p_value for entry in pending])
     comparisons = tuple(
-        Comparison(b, name, n, rate_a, rate_b, boot.diff, boot.ci_low, boot.ci_high, test.b, test.c, test.p_value, p_holm)
-        for (b, name, n, rate_a, rate_b, boot, test), p_holm in zip(pending, adjusted)
+        Comparison(b, name, n, rate_a, rate_b, boot.diff, boot.ci_low, boot.ci_high, test.b, test.c, test.p_value, p_holm, tasks, perm_p)
+        for (b, name, n, rate_a, rate_b, boot, test, tasks, perm_p), p_holm in zip(pending, adjusted)
     )
-    return ComparisonResult(str(a), len(a_index), pair_on, seed, resamples, confidence, tuple(pairings), comparisons, tuple(no_pairs))
+    return ComparisonResult(str(a), len(a_index), pair_on, seed, resamples, confidence, tuple(pairings), comparisons, tuple(no_pairs), grounding=tuple(grounding))
+
+
+def _grounding(a_index, b_index, keys, b: str, resamples: int, seed: int) -> list[GroundingComparison]:
+    """The grounding comparison of one B, when both rows of some pairs carry a trajectory stage."""
+    score = lambda row: (_stage(row, "trajectory") or {}).get("grounding", {}).get("score")  # noqa: E731
+    kept = [k for k in keys if score(a_index[k]) is not None and score(b_index[k]) is not None]
+    if not kept:
+        return []
+    xs, ys = [float(score(a_index[k])) for k in kept], [float(score(b_index[k])) for k in kept]
+    blocks = task_blocked_differences([a_index[k]["key"]["case_id"] for k in kept], xs, ys)
+    test = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
+    mean_a, mean_b = sum(xs) / len(xs), sum(ys) / len(ys)
+    return [GroundingComparison(b, len(kept), len(blocks), mean_a, mean_b, mean_b - mean_a, test.p_value)]

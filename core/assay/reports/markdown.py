@@ -137,7 +137,7 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         numeric_from=1,
     )
     tests = Table(
-        ("B", "outcome", "pairs", "rate A", "rate B", "diff (B - A)", f"{level} CI", "b (A only)", "c (B only)", "McNemar p", "Holm p"),
+        ("B", "outcome", "pairs", "rate A", "rate B", "diff (B - A)", f"{level} CI", "b (A only)", "c (B only)", "McNemar p", "Holm p", "tasks", "sign-perm p"),
         tuple(
             (
                 c.b,
@@ -151,6 +151,8 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
                 str(c.mcnemar_c),
                 _p(c.p_value),
                 _p(c.p_holm),
+                str(c.tasks),
+                "-" if c.sign_perm_p is None else _p(c.sign_perm_p),
             )
             for c in result.comparisons
         ),
@@ -165,6 +167,13 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         markdown_table(tests) if result.comparisons else ["No outcome has paired rows."],
         ["b counts pairs where the outcome holds under A only, c under B only; a positive difference means B is higher."],
     ]
+    if result.grounding:
+        grounding = Table(
+            ("B", "pairs", "tasks", "grounding A", "grounding B", "diff (B - A)", "sign-perm p"),
+            tuple((g.b, str(g.pairs), str(g.tasks), f"{g.mean_a:.2f}", f"{g.mean_b:.2f}", f"{g.diff:+.2f}", _p(g.sign_perm_p)) for g in result.grounding),
+            numeric_from=1,
+        )
+        blocks += [["## Grounding (five-point)"], markdown_table(grounding), ["The sign-permutation tests are task-blocked: one mean difference per task, signs flipped per task."]]
     if result.no_pairs:
         blocks.append(["No paired rows for: " + escape_markdown(", ".join(f"{o} (B = {b})" for b, o in result.no_pairs))])
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
