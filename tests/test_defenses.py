@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from assay.default_plugins.conditions import CONDITIONS
 from assay.default_plugins.defenses import DEFENSES
 from assay.engine.prompts import SYSTEM_PROMPT, semantic_messages
 from assay.hashing import digest_document
@@ -11,6 +12,7 @@ from assay.plugins import load_plugins
 from assay.schemas import spec_schemas
 
 ORDER = ["D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM"]
+PROMPT_CONDITIONS = ["standard", "authorized", "stress"]
 
 ATTACK_CASE = {
     "spec_version": "1.0",
@@ -40,8 +42,8 @@ def _text(defenses, name: str) -> str:
 
 def test_the_ten_conditions_are_registered_in_order(defenses):
     registry, by_name = defenses
-    assert set(registry.names("defenses")) == set(ORDER)
-    assert [d.name for d in DEFENSES] == ORDER
+    assert set(registry.names("defenses")) == set(ORDER) | set(PROMPT_CONDITIONS)
+    assert [d.name for d in DEFENSES] == ORDER and [c.name for c in CONDITIONS] == PROMPT_CONDITIONS
     for name, defense in by_name.items():
         assert defense.document["id"] == name
 
@@ -60,10 +62,13 @@ def test_roles_and_placements(defenses):
     assert roles == {
         "D0": "no_defense", "B1": "baseline", "B2": "baseline", "B3": "baseline", "B4": "baseline",
         "D1": "layered", "D2": "layered", "D3": "layered", "D4": "long_policy", "D3_LM": "length_control",
+        "standard": "prompt_condition", "authorized": "prompt_condition", "stress": "prompt_condition",
     }
     placements = {name: d.placement for name, d in by_name.items()}
     assert placements["D0"] == "none" and placements["B2"] == "sandwich" and placements["B4"] == "system_suffix"
     assert all(placements[n] == "system_prefix" for n in ORDER if n not in ("D0", "B2", "B4"))
+    assert (placements["standard"], placements["authorized"], placements["stress"]) == ("none", "user_suffix", "user_prefix")
+    assert by_name["stress"].document["disclosure"] == "hash_only" and by_name["authorized"].document["disclosure"] == "full"
     assert by_name["B2"].document["suffix_text"]
     for word in ("user", "document", "web page", "tool return", "memory"):
         assert word in by_name["B2"].document["suffix_text"]

@@ -86,3 +86,33 @@ def test_staged_endpoint_pack_through_all_three_stages_with_the_local_model(tmp_
     rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == 14 and all("exec" in row["stages"] and "semantic" in row["stages"] for row in rows)
     assert all(row["stages"]["exec"]["transcript"]["messages"] for row in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("controller", ["strict", "repair"])
+def test_security_agent_pack_with_the_local_model_in_both_controller_modes(tmp_path, host, controller):
+    # 14 tasks (2 per family: 10 security tasks and 4 controls) x 2 prompt conditions x 2 seeds, with a
+    # small shared budget so the real model fits in CI; the base model mostly fails the JSON protocol,
+    # which the labels must say (tool_failure), not crash on.
+    if host.registry.get("packs", "secagent") is None:
+        pytest.skip("assay-pack-secagent is not installed (make test installs it)")
+    settings = RunSettings(pack="secagent", endpoints=["local:family=gemma3"], out=tmp_path / "out", sample="stratified:2", seeds=[0, 1],
+                           defenses=["standard", "authorized"], controller=controller, max_model_calls=2, max_tokens=32,
+                           context_window=2, progress=False)  # fmt: skip
+    outcome = execute_run(settings, host=host)
+    assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
+    assert validate_path(outcome.archive, host.registry).ok
+    rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 56 and len({r["key"]["case_id"] for r in rows}) == 14
+    for row in rows:
+        trajectory = row["stages"]["trajectory"]
+        assert not row["scripted"] and trajectory["controller"] == controller and 1 <= trajectory["model_calls"] <= 2
+        assert (trajectory["primary_failure_label"] is None) == trajectory["success"]
+    run = json.loads((outcome.bundle / "run.json").read_text())
+    assert run["controller"] == controller and run["endpoints"][0]["model"]["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
+    from conftest import run_cli
+
+    result = run_cli("compare", str(outcome.bundle), "--a", "condition=standard", "--b", "condition=authorized", "--resamples", "1000")
+    assert result.returncode == 0, result.stderr
+    assert "McNemar p" in result.stdout and "sign-perm p" in result.stdout
+    assert "## Trajectory pair: model family gemma3, B = condition=authorized" in result.stdout and "**Claim supported:**" in result.stdout

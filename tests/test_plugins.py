@@ -33,7 +33,7 @@ def test_builtins_register_through_the_hooks(builtins_host):
     assert SIX_FAMILIES <= set(registry.names("families"))
     assert {"sec.localization", "sec.reachability", "sec.proof_of_trigger", "sec.patch_verification",
             "sec.report_writing", "perm.standard", "perm.sensitive"} <= set(registry.names("families"))
-    assert set(registry.names("defenses")) == {"D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM"}
+    assert set(registry.names("defenses")) == {"D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM", "standard", "authorized", "stress"}
     assert "semantic.core_fail_rate" in registry.names("metrics")
     assert {"validate", "plugins", "packs", "hash", "schema", "registry"} <= set(registry.names("commands"))
     plugins = {r.plugin for r in registry.registrations()}
@@ -139,7 +139,7 @@ def test_allow_list_and_block_switches():
     eps = [_fake_entry_point("one", _ThrowawayFamilies("ONE")), _fake_entry_point("two", _ThrowawayFamilies("TWO"))]
     only_one = load_plugins(environ={"ASSAY_PLUGINS": "one"}, entry_points=lambda: eps)
     assert "ONE" in only_one.registry.names("families") and "TWO" not in only_one.registry.names("families")
-    blocked = load_plugins(environ={"ASSAY_BLOCK_PLUGINS": "two,assay.default_plugins.defenses"}, entry_points=lambda: eps)
+    blocked = load_plugins(environ={"ASSAY_BLOCK_PLUGINS": "two,assay.default_plugins.defenses,assay.default_plugins.conditions"}, entry_points=lambda: eps)
     assert "TWO" not in blocked.registry.names("families")
     assert blocked.registry.names("defenses") == []
     off = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}, entry_points=lambda: eps)

@@ -50,6 +50,7 @@ ENTRY_POINT_GROUP = "assay"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "assay.default_plugins.families",
     "assay.default_plugins.defenses",
+    "assay.default_plugins.conditions",
     "assay.default_plugins.oracles",
     "assay.default_plugins.metrics",
     "assay.default_plugins.backends",

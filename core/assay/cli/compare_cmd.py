@@ -10,7 +10,11 @@ import click
 
 from ..errors import UsageError
 from ..reports import Selector, compare_rows, read_bundle, render_comparison_markdown
+from ..reports._load import case_families
 from ..reports.compare import OUTCOMES
+from ..reports.markdown import render_trajectory_pairs_markdown
+from ..reports.trajectory_pairs import trajectory_pairs
+from . import get_host
 
 
 def _selector(ctx: click.Context, param: click.Parameter, value):
@@ -30,8 +34,12 @@ def _selector(ctx: click.Context, param: click.Parameter, value):
 @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only this outcome (repeat for several): " + ", ".join(o.name for o in OUTCOMES) + ".")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the paired bootstrap, recorded in the output.")
 @click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples.")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True), help="Significance level of the trajectory decision gates.")
+@click.option("--pack", "pack_root", type=click.Path(exists=True, file_okay=False, path_type=Path), help="The bundle's pack directory, for case families (default: the installed pack).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
-def compare_command(bundle: Path, a: Selector, bs: tuple[Selector, ...], metrics: tuple[str, ...], seed: int, resamples: int, as_json: bool) -> None:
+@click.pass_context
+def compare_command(ctx: click.Context, bundle: Path, a: Selector, bs: tuple[Selector, ...], metrics: tuple[str, ...], seed: int, resamples: int,
+                    alpha: float, pack_root: Path | None, as_json: bool) -> None:  # fmt: skip
     """Compare rows A with rows B of BUNDLE (a directory or .zip), pair by pair.
 
     A row of A is paired with the row of B that has the same case, seed,
@@ -49,7 +57,19 @@ def compare_command(bundle: Path, a: Selector, bs: tuple[Selector, ...], metrics
     files = read_bundle(bundle)
     result = compare_rows(files.rows, a, bs, outcomes=metrics or None, seed=seed, resamples=resamples)
     result = replace(result, bundle=str(bundle), run_id=str(files.run.get("run_id")))
+    pairs = []
+    if any("trajectory" in row.get("stages", {}) for row in files.rows):
+        cases, _ = case_families(files, get_host(ctx).registry, pack_root)
+        pairs = trajectory_pairs(
+            files.rows, a, bs, cases={c: v["family"] for c, v in cases.items()},
+            model_families={e["id"]: e["options"]["family"] for e in files.run.get("endpoints", []) if e.get("options", {}).get("family")},
+            categories={c["id"]: c.get("category", c["kind"]) for c in files.run.get("conditions", [])},
+            seed=seed, resamples=resamples, alpha=alpha,
+        )  # fmt: skip
     if as_json:
-        click.echo(json.dumps(result.to_document(), indent=2, sort_keys=True, ensure_ascii=False))
+        document = {**result.to_document(), "trajectory_pairs": [p.to_document() for p in pairs], "alpha": alpha}
+        click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
     else:
         click.echo(render_comparison_markdown(result), nl=False)
+        if pairs:
+            click.echo("\n" + render_trajectory_pairs_markdown(pairs, alpha), nl=False)

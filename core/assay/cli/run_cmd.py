@@ -19,6 +19,7 @@ from . import get_host
 _FILE_KEYS = {
     "pack", "endpoints", "defenses", "seeds", "stages", "judge", "out", "limit", "sample", "sample_seed",
     "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox", "controller",
+    "max_model_calls", "wall_time", "context_window",
 }  # fmt: skip
 
 
@@ -64,7 +65,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.argument("run_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pack", help="Pack NAME[@VERSION] (installed) or a pack directory.")
 @click.option("--endpoint", "endpoints", multiple=True, help="Endpoint spec, repeatable: scripted:mixed, local, openai:model=M,base_url=U[,id=NAME].")
-@click.option("--defense", "defenses", multiple=True, help="Defense condition, repeatable (default D0).")
+@click.option("--defense", "--condition", "defenses", multiple=True, help="Condition, repeatable: a defense policy (D0 default, B1-B4, D1-D4, D3_LM) or a prompt condition (standard, authorized, stress).")
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
 @click.option("--judge", help="Judge spec: rule (default) or llm:backend=NAME,<backend options>.")
@@ -76,6 +77,9 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.option("--executor", help="Executor spec: local (default) or ray[:address=...,batch=N].")
 @click.option("--sandbox", help="Sandbox spec for the exec stage (default local).")
 @click.option("--controller", type=click.Choice(["strict", "repair"]), help="Trajectory controller mode (default repair).")
+@click.option("--max-model-calls", type=click.IntRange(min=1), help="Trajectory budget: model calls per task, shared by every condition (default: each case's own).")
+@click.option("--wall-time", type=click.FloatRange(min=0, min_open=True), help="Trajectory budget: wall-clock seconds per task (default: each case's own).")
+@click.option("--context-window", type=click.IntRange(min=1), help="Trajectory context policy: keep the task and the last N exchanges (default: full context).")
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
@@ -90,7 +94,7 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
     options win.
     """
     data = _from_file(run_file) if run_file else {}
-    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox", "controller"):
+    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox", "controller", "max_model_calls", "wall_time", "context_window"):
         if options.get(key) is not None:
             data[key] = options[key]
     if options["endpoints"]:
@@ -130,6 +134,9 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
         progress=not options["quiet"],
         sandbox=str(data.get("sandbox") or "local"),
         controller=str(data.get("controller") or "repair"),
+        max_model_calls=int(data["max_model_calls"]) if data.get("max_model_calls") else None,
+        wall_time_s=float(data["wall_time"]) if data.get("wall_time") else None,
+        context_window=int(data["context_window"]) if data.get("context_window") else None,
     )
     outcome = execute_run(settings, host=get_host(ctx))
     for issue in outcome.report.ordered():

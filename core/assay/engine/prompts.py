@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from ..hashing import digest_document
 
-__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "apply_defense", "prompt_digest", "semantic_messages"]
+__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "apply_defense", "prompt_digest", "semantic_messages", "withheld_marker", "withhold"]
 
 PROMPT_VERSION = "semantic-v1"
 
@@ -53,7 +53,34 @@ def apply_defense(system: str, messages: list[dict[str, Any]], policy: Mapping[s
         # only at the start.
         system = f"{text}\n\n{system}"
         messages = [*messages, {"role": "user", "content": policy.get("suffix_text", "")}]
+    elif placement in ("user_prefix", "user_suffix"):
+        # Prompt conditions frame the task itself: the first user turn.
+        messages = [dict(m) for m in messages]
+        first = next((m for m in messages if m["role"] == "user"), None)
+        if first is not None:
+            content = first.get("content") or ""
+            first["content"] = f"{text}\n\n{content}" if placement == "user_prefix" else f"{content}\n\n{text}"
     return system, _alternate(messages)
+
+
+def withheld_marker(policy: Mapping[str, Any]) -> str:
+    """The marker that stands in for a hash-only condition's text in every recorded document."""
+    return f"[{policy.get('category', 'condition')} template withheld: sha256 {policy.get('text_sha256', '')}]"
+
+
+def withhold(value: Any, policy: Mapping[str, Any]) -> Any:
+    """``value`` with a ``hash_only`` condition's text replaced by its marker in every string (others unchanged)."""
+    text = policy.get("text") or ""
+    if policy.get("disclosure") != "hash_only" or not text:
+        return value
+    marker = withheld_marker(policy)
+    if isinstance(value, str):
+        return value.replace(text, marker)
+    if isinstance(value, list):
+        return [withhold(v, policy) for v in value]
+    if isinstance(value, dict):
+        return {k: withhold(v, policy) for k, v in value.items()}
+    return value
 
 
 def _alternate(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import platform
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import orjson
 
@@ -67,6 +67,14 @@ class RunSettings:
     progress: bool = True
     sandbox: str = "local"
     controller: str = "repair"
+    max_model_calls: int | None = None
+    wall_time_s: float | None = None
+    context_window: int | None = None
+
+    def budget(self) -> dict[str, Any]:
+        """The run-level trajectory budget shared by every compared condition (None: each case's own)."""
+        policy = {"strategy": "sliding_window", "keep_last_turns": self.context_window} if self.context_window else None
+        return {"max_model_calls": self.max_model_calls, "wall_time_s": self.wall_time_s, "context_policy": policy}
 
 
 @dataclass
@@ -156,17 +164,25 @@ def _run_manifest(
         "plugins": host.describe(),
         "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
         "judges": [runtime.judge.describe(stage) for stage in judged],
-        "conditions": [{"id": c, "kind": "defense", "digest": runtime.policy(c)["digest"]} for c in plan.conditions],
+        "conditions": [_condition_entry(c, runtime.policy(c)) for c in plan.conditions],
         "prompts": [
             {"name": "semantic", "version": PROMPT_VERSION, "digest": prompt_digest()},
             *([{"name": "exec", "version": EXEC_PROMPT_VERSION, "digest": digest_document({"version": EXEC_PROMPT_VERSION, "system": EXEC_SYSTEM_PROMPT, "tools": list(TOOL_SCHEMAS)})}] if "exec" in plan.stages else []),
         ],
         "seeds": list(plan.seeds),
-        "budgets": {"max_tokens": settings.max_tokens},
+        "budgets": {"max_tokens": settings.max_tokens, **settings.budget()},
         "controller": settings.controller if "trajectory" in plan.stages else None,
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
         "sandbox": settings.sandbox if "exec" in plan.stages else None,
     }
+
+
+def _condition_entry(condition: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest entry: prompt conditions carry their category (a hash-only one is known by it and its digest)."""
+    entry = {"id": condition, "kind": "prompt_condition" if policy.get("role") == "prompt_condition" else "defense", "digest": policy["digest"]}
+    if policy.get("category"):
+        entry["category"] = policy["category"]
+    return entry
 
 
 def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> RunOutcome:
@@ -215,6 +231,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         environ=environ,
         sandbox=(sandbox_spec.plugin, tuple(sorted(sandbox_spec.options.items()))),
         controller=settings.controller,
+        budget=tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in settings.budget().items() if v is not None)),
     )
     if settings.controller not in ("strict", "repair"):
         raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
@@ -233,6 +250,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         "max_tokens": settings.max_tokens,
         "temperature": settings.temperature,
         "controller": settings.controller if "trajectory" in stages else None,
+        **({"budget": settings.budget()} if any(v is not None for v in settings.budget().values()) else {}),
     }
     run_id = "run-" + digest_document(identity)[7:23]
     identity_path = state / "identity.json"

@@ -7,6 +7,7 @@ work items into identical rows.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,10 +19,14 @@ from ..schemas import CURRENT_SPEC_VERSION
 from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
+from .prompts import withhold
 from .stages import IMPLEMENTED, STAGE_ORDER
 from .stages.context import ItemContext
 
-__all__ = ["CachedEndpoint", "Job", "Runtime"]
+__all__ = ["CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
+
+#: Endpoint options the engine reads itself and never passes to a backend.
+ENGINE_ENDPOINT_OPTIONS = frozenset({"family"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Job:
     environ: tuple[tuple[str, str], ...] = ()  # plugin switches in force when the run was planned
     sandbox: tuple[str, tuple[tuple[str, str], ...]] = ("local", ())
     controller: str = "repair"
+    budget: tuple[tuple[str, str], ...] = ()  # run-level trajectory budget overrides, values as JSON
 
 
 class CachedEndpoint:
@@ -107,7 +113,8 @@ class Runtime:
         backend = self.host.registry.get("backends", backend_name)
         if backend is None:
             raise UsageError(f"backend {backend_name!r} is not a registered plugin (see 'assay plugins')")
-        return backend.endpoint(endpoint_id, options)
+        # ``family`` is the engine's (it groups endpoints for paired statistics), not the backend's.
+        return backend.endpoint(endpoint_id, {k: v for k, v in options.items() if k not in ENGINE_ENDPOINT_OPTIONS})
 
     def case(self, case_id: str) -> dict[str, Any]:
         """A case's data, parsed on first use."""
@@ -138,6 +145,7 @@ class Runtime:
         ctx = ItemContext(item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature)
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
         ctx.pack_root, ctx.oracles, ctx.controller = self.pack.root, self.oracles, self.job.controller
+        ctx.budget = {key: json.loads(value) for key, value in self.job.budget}
         ctx.row = {
             "spec_version": CURRENT_SPEC_VERSION,
             "key": item.key(),
@@ -155,7 +163,8 @@ class Runtime:
             except BackendError as exc:
                 ctx.row["errors"].append({"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts})
                 break
-        return ctx.row
+        # A hash-only condition's wording never reaches a row (transcripts carry its marker).
+        return withhold(ctx.row, ctx.policy)
 
     async def aclose(self) -> None:
         """Close endpoints and the cache."""

@@ -28,7 +28,7 @@ from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ..summary import compare_claims, compute_metrics
 from ..validate import extract_archive
 
-__all__ = ["BundleFiles", "ReportData", "claim_differences", "open_bundle", "read_bundle", "recompute"]
+__all__ = ["BundleFiles", "ReportData", "case_families", "claim_differences", "open_bundle", "read_bundle", "recompute"]
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,8 @@ def read_bundle(path: Path) -> BundleFiles:
     return BundleFiles(label, manifest, run, rows, metrics["metrics"])
 
 
-def _case_families(bundle: BundleFiles, registry: Registry, pack_root: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
+def case_families(bundle: BundleFiles, registry: Registry, pack_root: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
+    """Each case's family from the bundle's exact pack (installed, or ``pack_root``), and where they came from."""
     identity = bundle.pack
     if pack_root is not None:
         pack, where = Pack.from_directory(pack_root), f"pack directory {pack_root}"
@@ -214,7 +215,7 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
     installed one, or ``pack_root``) has the bundle's exact version and
     digest; otherwise every case's family is ``unknown``.
     """
-    cases, families = _case_families(bundle, registry, pack_root)
+    cases, families = case_families(bundle, registry, pack_root)
     context = MetricContext(plan=bundle.run["plan"], cases=cases)
     metrics = registry.items("metrics")
     values: list[MetricValue] = []

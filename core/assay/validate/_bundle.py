@@ -203,13 +203,14 @@ def _check_run_references(run: dict[str, Any], run_doc: SourceDocument, name: st
     for missing in sorted(planned - described):
         add("/conditions", f"planned condition {missing!r} has no entry in conditions", "undescribed-condition")
     for index, condition in enumerate(run["conditions"]):
-        if condition["kind"] != "defense":
+        if condition["kind"] not in ("defense", "prompt_condition"):
             continue
+        kind = condition["kind"].replace("_", " ")
         defense = registry.get("defenses", condition["id"])
         if defense is None:
-            add(f"/conditions/{index}/id", f"defense {condition['id']!r} is not a registered plugin", "unknown-defense")
+            add(f"/conditions/{index}/id", f"{kind} {condition['id']!r} is not a registered plugin", "unknown-defense")
         elif defense.document.get("digest") != condition["digest"]:
-            add(f"/conditions/{index}/digest", f"defense {condition['id']} digest {condition['digest']} differs from the registered policy's {defense.document.get('digest')}", "defense-digest")
+            add(f"/conditions/{index}/digest", f"{kind} {condition['id']} digest {condition['digest']} differs from the registered policy's {defense.document.get('digest')}", "defense-digest")
     for index, judge in enumerate(run["judges"]):
         if registry.get("judges", judge["name"]) is None:
             add(f"/judges/{index}/name", f"judge {judge['name']!r} is not a registered plugin", "unknown-judge")

@@ -28,6 +28,7 @@ class ItemContext:
     pack_root: Any = None
     oracles: Mapping[str, Any] = field(default_factory=dict)
     controller: str = "repair"
+    budget: Mapping[str, Any] = field(default_factory=dict)  # run-level overrides of the case's budget
 
     def request_context(self, stage: str) -> dict[str, Any]:
         """What scripted agents may read (never sent to a server)."""

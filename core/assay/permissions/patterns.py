@@ -1,0 +1,264 @@
+"""Absolute POSIX path patterns: normalization, validation and glob matching.
+
+A permission policy names files with absolute patterns. This module is the one
+place that decides what such a pattern means; scoring and enforcement both use
+it, so a pattern cannot mean one thing to the scorer and another to the runtime.
+
+Pattern language (matching is case-sensitive and purely textual; nothing here
+touches the filesystem):
+
+* ``*`` matches any run of characters within one path segment, never ``/``.
+  It matches dotfiles too (like ``fnmatch`` or bash with ``dotglob``): a
+  policy that writes ``/app/*`` has asked for ``/app/.env``.
+* ``**`` as a whole segment matches zero or more segments, so ``/a/**``
+  matches ``/a``, ``/a/b`` and ``/a/b/c``, ``/**`` matches every path and
+  ``/a/**/x`` matches ``/a/x`` and ``/a/b/c/x``. A segment made only of stars
+  counts as ``**``; stars glued to other text (``/a/b**``) behave like ``*``.
+* ``?`` matches one character other than ``/``.
+* ``[abc]``, ``[a-z]`` and the negations ``[!x]`` / ``[^x]`` match one
+  character other than ``/``. A ``]`` right after the opening bracket (or its
+  negation mark) is a member; a ``[`` with no closing ``]`` is literal text; a
+  reversed range such as ``[z-a]`` is an error.
+* Backslash has no escaping role; it is an ordinary character.
+
+Before matching, patterns and paths are normalized: duplicate slashes are
+collapsed, ``.`` segments and a trailing slash are dropped. Relative patterns,
+``..`` segments, control characters and empty strings are rejected.
+
+A literal pattern (one without any wildcard) matches only the path it names;
+``/app`` does not grant ``/app/x``: write ``/app/**`` for a whole tree.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+
+__all__ = [
+    "compile_pattern",
+    "expand",
+    "is_literal",
+    "matches",
+    "normalize",
+    "validate_pattern",
+    "within",
+]
+
+# The schema's absolute_pattern maxLength, which is also Linux's PATH_MAX.
+MAX_LENGTH = 4096
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# The regex for one `**` segment: zero or more whole segments, each with its slash.
+_GLOBSTAR = "(?:/[^/]+)*"
+
+# Compiled patterns are reused across every universe path of every case, so the
+# cache is sized for a whole pack's patterns rather than one policy's.
+_CACHE_SIZE = 8192
+
+
+def normalize(path_or_pattern: str) -> str:
+    """Return the canonical spelling of an absolute path or pattern.
+
+    Duplicate slashes are collapsed, ``.`` segments and a trailing slash are
+    dropped (``/`` stays ``/``). Wildcards are left alone. Raises ``ValueError``
+    for a non-string, an empty or over-long string, a relative path (including
+    ``~/...``), a ``..`` segment or a control character.
+    """
+    # Checked before the cache, which would raise TypeError on a list or dict
+    # from malformed model output instead of the documented ValueError.
+    if not isinstance(path_or_pattern, str):
+        raise ValueError(f"pattern must be a string, not {type(path_or_pattern).__name__}")
+    return _normalize(path_or_pattern)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _normalize(path_or_pattern: str) -> str:
+    """normalize() for a string, cached."""
+    if not path_or_pattern:
+        raise ValueError("empty pattern")
+    if len(path_or_pattern) > MAX_LENGTH:
+        raise ValueError(f"pattern longer than {MAX_LENGTH} characters")
+    bad = _CONTROL.search(path_or_pattern)
+    if bad:
+        raise ValueError(f"control character {bad.group()!r} in pattern {path_or_pattern!r}")
+    if not path_or_pattern.startswith("/"):
+        raise ValueError(f"relative pattern {path_or_pattern!r}: patterns must be absolute (start with '/')")
+    segments = [segment for segment in path_or_pattern.split("/") if segment not in ("", ".")]
+    if ".." in segments:
+        # Rejected rather than resolved: '..' textually inside a glob cannot be
+        # resolved without the filesystem, and a policy has no need for it.
+        raise ValueError(f"'..' segment in pattern {path_or_pattern!r}")
+    return "/" + "/".join(segments)
+
+
+def validate_pattern(pattern: object) -> str | None:
+    """Return ``None`` if ``pattern`` is a usable pattern, else a one-line error message.
+
+    Meant for model output: the caller records the message in the result row
+    and the scorer ignores the pattern, instead of the whole policy failing.
+    """
+    try:
+        compile_pattern(pattern)  # type: ignore[arg-type]
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def is_literal(pattern: str) -> bool:
+    """Whether ``pattern`` has no wildcard, i.e. names exactly one path.
+
+    A lone ``[`` without a closing ``]`` is literal text, so it does not make a
+    pattern a glob. Raises ``ValueError`` for an invalid pattern.
+    """
+    compile_pattern(pattern)  # raises the same errors, with the pattern named
+    return _translate(normalize(pattern))[1]
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """Compile ``pattern`` to a regex to ``fullmatch`` against *normalized* paths.
+
+    Use :func:`matches` unless you normalize paths yourself. Results are
+    cached. Raises ``ValueError`` for an invalid pattern.
+    """
+    normalized = normalize(pattern)
+    try:
+        return _compile(normalized)
+    except ValueError as error:
+        raise ValueError(f"{error} in pattern {pattern!r}") from None
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compile(normalized: str) -> re.Pattern[str]:
+    """compile_pattern() for a normalized pattern, cached."""
+    return re.compile(_translate(normalized)[0])
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Whether ``pattern`` matches ``path``; both are normalized first.
+
+    Raises ``ValueError`` if either is invalid.
+    """
+    return compile_pattern(pattern).fullmatch(normalize(path)) is not None
+
+
+def expand(patterns: Iterable[str], universe: Iterable[str]) -> set[str]:
+    """The normalized paths of ``universe`` matched by at least one pattern.
+
+    Expansion never invents paths: a literal pattern yields its path only if
+    the universe holds it. Raises ``ValueError`` for an invalid pattern or path.
+    """
+    compiled = [compile_pattern(pattern) for pattern in patterns]
+    found: set[str] = set()
+    for path in universe:
+        path = normalize(path)
+        if any(regex.fullmatch(path) for regex in compiled):
+            found.add(path)
+    return found
+
+
+def within(roots: Iterable[str], path: str) -> bool:
+    """Whether ``path`` is one of ``roots`` or lies below one.
+
+    Roots are patterns: ``path`` is within a root when the root matches it or
+    any of its ancestors, so the literal root ``/app`` holds ``/app/x/y`` and
+    the root ``/home/*/.cache`` holds ``/home/u/.cache/pip``.
+    """
+    path = normalize(path)
+    compiled = [compile_pattern(root) for root in roots]
+    if not compiled:
+        return False
+    candidates = [path]
+    while path != "/":
+        path = path.rsplit("/", 1)[0] or "/"
+        candidates.append(path)
+    return any(regex.fullmatch(candidate) for regex in compiled for candidate in candidates)
+
+
+def _translate(pattern: str) -> tuple[str, bool]:
+    """Turn a normalized pattern into (regex source, is literal)."""
+    segments = pattern.split("/")[1:] if pattern != "/" else []
+    pieces: list[str] = []
+    literal = True
+    only_globstars = True
+    for segment in segments:
+        if set(segment) == {"*"} and len(segment) >= 2:
+            pieces.append(_GLOBSTAR)
+            literal = False
+            continue
+        only_globstars = False
+        piece, segment_literal = _translate_segment(segment)
+        pieces.append("/" + piece)
+        literal = literal and segment_literal
+    body = "".join(pieces)
+    if only_globstars:
+        # A pattern of nothing but '**' segments (or "/" itself) can match zero
+        # segments, which as a path is the root "/".
+        return f"(?:/|{body})", literal
+    return body, literal
+
+
+def _translate_segment(segment: str) -> tuple[str, bool]:
+    """Translate one path segment (no '/') into regex source and a literal flag."""
+    out: list[str] = []
+    literal = True
+    i, n = 0, len(segment)
+    while i < n:
+        char = segment[i]
+        if char == "*":
+            while i < n and segment[i] == "*":  # '**' glued to text is just '*'
+                i += 1
+            out.append("[^/]*")
+            literal = False
+            continue
+        if char == "?":
+            out.append("[^/]")
+            literal = False
+        elif char == "[":
+            parsed = _translate_class(segment, i)
+            if parsed is None:
+                out.append(re.escape(char))
+            else:
+                regex, i = parsed
+                out.append(regex)
+                literal = False
+                continue
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out), literal
+
+
+def _translate_class(segment: str, start: int) -> tuple[str, int] | None:
+    """Translate the bracket expression at ``segment[start]``.
+
+    Returns (regex, index after the closing ']'), or None when there is no
+    closing bracket, in which case the '[' is literal text.
+    """
+    i = start + 1
+    negate = i < len(segment) and segment[i] in "!^"
+    if negate:
+        i += 1
+    body_start = i
+    if i < len(segment) and segment[i] == "]":
+        i += 1  # a leading ']' is a member, not the end
+    close = segment.find("]", i)
+    if close == -1:
+        return None
+    body = segment[body_start:close]
+    items: list[str] = []
+    j = 0
+    while j < len(body):
+        if j + 2 < len(body) and body[j + 1] == "-":
+            low, high = body[j], body[j + 2]
+            if low > high:
+                raise ValueError(f"empty character range {low}-{high}")
+            items.append(f"{re.escape(low)}-{re.escape(high)}")
+            j += 3
+        else:
+            items.append(re.escape(body[j]))
+            j += 1
+    # A negated class must still stay inside one segment.
+    regex = f"[^/{''.join(items)}]" if negate else f"[{''.join(items)}]"
+    return regex, close + 1
