@@ -14,6 +14,7 @@ def register_commands(register) -> None:
     from ..cli.hash_cmd import hash_command
     from ..cli.pack_cmd import pack_command
     from ..cli.packs_cmd import packs_command
+    from ..cli.permissions_cmd import permissions_command
     from ..cli.plugins_cmd import plugins_command
     from ..cli.registry_cmd import registry_command
     from ..cli.rejudge_cmd import rejudge_command
@@ -28,6 +29,7 @@ def register_commands(register) -> None:
         hash_command,
         pack_command,
         packs_command,
+        permissions_command,
         plugins_command,
         registry_command,
         rejudge_command,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-from typing import Iterable
+from typing import Iterable, Mapping
 
-__all__ = ["LandlockError", "abi_version", "restrict_self"]
+__all__ = ["LandlockError", "abi_version", "restrict_self", "restrict_self_to"]
 
 # Syscall numbers: the generic table (x86_64 and aarch64 agree for these).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -76,6 +76,27 @@ def restrict_self(read: Iterable[str], write: Iterable[str], execute: Iterable[s
     are refused too. Paths that do not exist are skipped.
     """
     abi = abi_version()
+    extra_write = (TRUNCATE if abi >= 3 else 0) | (REFER if abi >= 2 else 0)
+    grants: dict[str, int] = {}
+    for path in read:
+        grants[path] = grants.get(path, 0) | _READ
+    for path in execute:
+        grants[path] = grants.get(path, 0) | _READ | EXECUTE
+    for path in write:
+        grants[path] = grants.get(path, 0) | _READ | _WRITE | extra_write
+    return restrict_self_to(grants, deny_tcp=deny_tcp)
+
+
+def restrict_self_to(rules: Mapping[str, int], *, deny_tcp: bool = True) -> int:
+    """Confine this process to exactly ``rules``: path -> access bits (``READ_FILE | EXECUTE``...).
+
+    Every right this kernel can restrict is restricted; each rule grants its
+    bits on the path and everything beneath it. Bits the kernel does not
+    know are dropped, and on a file only the file rights are kept. Paths that
+    do not exist are skipped. Returns the ABI used; raises LandlockError
+    (never leaves the process half-confined and running on).
+    """
+    abi = abi_version()
     if abi < 1:
         raise LandlockError("this kernel does not support Landlock; refusing to run code unconfined")
     libc = _libc()
@@ -86,15 +107,7 @@ def restrict_self(read: Iterable[str], write: Iterable[str], execute: Iterable[s
     if ruleset < 0:
         raise LandlockError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        extra_write = TRUNCATE if abi >= 3 else 0
-        grants: dict[str, int] = {}
-        for path in read:
-            grants[path] = grants.get(path, 0) | _READ
-        for path in execute:
-            grants[path] = grants.get(path, 0) | _READ | EXECUTE
-        for path in write:
-            grants[path] = grants.get(path, 0) | _READ | _WRITE | extra_write | (REFER if abi >= 2 else 0)
-        for path, rights in grants.items():
+        for path, rights in rules.items():
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
@@ -102,6 +115,8 @@ def restrict_self(read: Iterable[str], write: Iterable[str], execute: Iterable[s
             try:
                 if not os.path.isdir(path):
                     rights &= EXECUTE | WRITE_FILE | READ_FILE | (TRUNCATE if abi >= 3 else 0) | (IOCTL_DEV if abi >= 5 else 0)
+                if not rights & handled:
+                    continue  # e.g. only directory rights asked of a file
                 rule = _PathBeneathAttr(rights & handled, fd)
                 if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
                     raise LandlockError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
