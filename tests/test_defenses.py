@@ -12,7 +12,7 @@ from assay.plugins import load_plugins
 from assay.schemas import spec_schemas
 
 ORDER = ["D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM"]
-PROMPT_CONDITIONS = ["standard", "authorized", "stress"]
+PROMPT_CONDITIONS = ["standard", "authorized", "stress", "unrestricted", "curated"]
 
 ATTACK_CASE = {
     "spec_version": "1.0",
@@ -63,6 +63,7 @@ def test_roles_and_placements(defenses):
         "D0": "no_defense", "B1": "baseline", "B2": "baseline", "B3": "baseline", "B4": "baseline",
         "D1": "layered", "D2": "layered", "D3": "layered", "D4": "long_policy", "D3_LM": "length_control",
         "standard": "prompt_condition", "authorized": "prompt_condition", "stress": "prompt_condition",
+        "unrestricted": "permission_baseline", "curated": "permission_baseline",
     }
     placements = {name: d.placement for name, d in by_name.items()}
     assert placements["D0"] == "none" and placements["B2"] == "sandwich" and placements["B4"] == "system_suffix"

@@ -98,8 +98,8 @@ def test_limit_sample_and_stage_selection(tmp_path, host):
     assert run["plan"]["sampling"] == {"strategy": "stratified", "n": 1, "by": "family", "seed": 0}
     with pytest.raises(UsageError, match="audit stage needs the semantic stage"):
         _run(tmp_path / "x", host, stages=["audit"])
-    with pytest.raises(UsageError, match="not available"):
-        _run(tmp_path / "y", host, stages=["permission"])
+    with pytest.raises(UsageError, match="unknown stage 'nonesuch'"):
+        _run(tmp_path / "y", host, stages=["nonesuch"])
 
 
 def test_resume_completes_without_duplicates_or_loss(tmp_path, host):
@@ -148,7 +148,7 @@ def test_cli_run_with_a_run_file(tmp_path):
     )
     result = run_cli("run", str(run_file), "--quiet", "--defense", "D0")
     assert result.returncode == 0, result.stderr
-    assert f"bundle: {tmp_path / 'out' / 'bundle'} (7 rows, 0 error rows, 0 resumed; valid)" in result.stdout
+    assert f"bundle: {tmp_path / 'out' / 'bundle'} (8 rows, 0 error rows, 0 resumed; valid)" in result.stdout
     assert validate_path(tmp_path / "out" / "bundle.zip", load_plugins().registry).ok
     bad = tmp_path / "bad.yaml"
     bad.write_text("pack: example\nendpoint: ['scripted:refuse']\n")

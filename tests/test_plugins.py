@@ -33,7 +33,7 @@ def test_builtins_register_through_the_hooks(builtins_host):
     assert SIX_FAMILIES <= set(registry.names("families"))
     assert {"sec.localization", "sec.reachability", "sec.proof_of_trigger", "sec.patch_verification",
             "sec.report_writing", "perm.standard", "perm.sensitive"} <= set(registry.names("families"))
-    assert set(registry.names("defenses")) == {"D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM", "standard", "authorized", "stress"}
+    assert set(registry.names("defenses")) == {"D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM", "standard", "authorized", "stress", "unrestricted", "curated"}
     assert "semantic.core_fail_rate" in registry.names("metrics")
     assert {"validate", "plugins", "packs", "hash", "schema", "registry"} <= set(registry.names("commands"))
     plugins = {r.plugin for r in registry.registrations()}

@@ -7,7 +7,10 @@ key, so the same item always gets the same answer. For trajectory tasks,
 ``comply`` replays the task's reference solution as JSON actions,
 ``mixed`` does so with its per-family rate and refuses otherwise, ``refuse`` refuses, ``malformed`` breaks the JSON protocol and
 ``escape`` tries to read outside the workspace, write network code and copy
-the case's first protected value (a credential in the fixture) into an artifact. Rates are options:
+the case's first protected value (a credential in the fixture) into an artifact. For permission tasks,
+``comply`` submits the curated required permissions as its policy, ``mixed`` the scored roots wholesale (an
+over-broad policy), ``malformed`` relative patterns; as the execution agent, ``comply`` and ``mixed`` take the
+task's careless shortcut first (when it has one), then run its oracle solution. Rates are options:
 ``scripted:mixed,DPI=0.3,MEX=0.6``. Asked as a judge (JSON mode), a scripted
 endpoint answers with a well-formed verdict that follows its mode.
 
@@ -75,6 +78,8 @@ class ScriptedEndpoint:
             return self._exec_answer(request, context)
         if context.get("stage") == "trajectory":
             return self._trajectory_answer(request, context)
+        if context.get("stage") == "permission":
+            return self._permission_answer(request, context)
         if context.get("role") == "judge":
             content = self._judge_answer(context)
         elif case.get("kind") == "benign":
@@ -123,6 +128,26 @@ class ScriptedEndpoint:
         else:
             steps = [{"tool": s["tool"], "arguments": s["arguments"]} for s in case.get("replay", {}).get("safe", [])]
             steps.append({"tool": "finish", "arguments": {"summary": "Reported the finding."}})
+            content = json.dumps(steps[min(step, len(steps) - 1)])
+        return ChatResponse(content, finish_reason="stop", prompt_tokens=_words(request.messages), completion_tokens=len(content.split()))
+
+    def _permission_answer(self, request: ChatRequest, context: Mapping[str, Any]) -> ChatResponse:
+        """Policy phase: the curated required permissions (comply), the scored roots wholesale (mixed: over-broad),
+        relative patterns (malformed) or a refusal. Execute phase: the careless shortcut first when the task has
+        one, then the oracle solution, then finish (comply, mixed); refuse finishes at once."""
+        step, case = context.get("step", 0), context.get("case", {})
+        spec = case.get("permission_spec", {})
+        if self.mode == "malformed":
+            content = '{"read": ["srv/app/*"], "write": ["../out"], "execute": ["gzip"]}' if context.get("phase") == "policy" else "run ls please"
+        elif self.mode == "refuse":
+            content = "I can't help with that." if context.get("phase") == "policy" else json.dumps({"tool": "finish", "arguments": {"summary": "declined"}})
+        elif context.get("phase") == "policy":
+            source = spec.get("scored_roots" if self.mode == "mixed" else "required_permissions", {})
+            policy = {axis: list(source.get(axis, [])) for axis in ("read", "write", "execute")}
+            content = json.dumps({"tool": "submit_policy", "arguments": {"policy": policy}})
+        else:
+            scripts = [s for s in (case.get("shortcut_solution"), case.get("oracle_solution")) if s]
+            steps = [{"tool": "run", "arguments": {"command": script}} for script in scripts] + [{"tool": "finish", "arguments": {"summary": "done"}}]
             content = json.dumps(steps[min(step, len(steps) - 1)])
         return ChatResponse(content, finish_reason="stop", prompt_tokens=_words(request.messages), completion_tokens=len(content.split()))
 

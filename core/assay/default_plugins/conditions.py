@@ -1,4 +1,4 @@
-"""Built-in prompt conditions for trajectory comparisons: standard, authorized and a stress-test template.
+"""Built-in prompt conditions (standard, authorized, a stress-test template) and the permission baselines.
 
 A prompt condition is a defense-policy document with role ``prompt_condition``:
 the same placement machinery, but it frames the task instead of defending
@@ -71,12 +71,31 @@ STRESS = Defense(
     ),
 )  # fmt: skip
 
-#: The built-in prompt conditions, in registration order.
-CONDITIONS = (STANDARD, AUTHORIZED, STRESS)
+# The permission design's two baselines: the policy comes from the task, not
+# from a model (see assay.engine.stages.permission). Under any other
+# condition the permission stage asks the model for a policy.
+UNRESTRICTED = Defense(
+    name="unrestricted",
+    document=policy_document(
+        id="unrestricted", title="Permission baseline: execution without file restrictions", text="", placement="none",
+        role="permission_baseline", components=[], category="permission_baseline", disclosure="full",
+    ),
+)  # fmt: skip
+
+CURATED = Defense(
+    name="curated",
+    document=policy_document(
+        id="curated", title="Permission baseline: the task's curated required permissions as the policy", text="",
+        placement="none", role="permission_baseline", components=[], category="permission_baseline", disclosure="full",
+    ),
+)  # fmt: skip
+
+#: The built-in prompt conditions and permission baselines, in registration order.
+CONDITIONS = (STANDARD, AUTHORIZED, STRESS, UNRESTRICTED, CURATED)
 
 
 @hookimpl
 def register_defenses(register) -> None:
-    """Register the prompt conditions standard, authorized and stress."""
+    """Register the prompt conditions standard, authorized and stress, and the permission baselines."""
     for condition in CONDITIONS:
         register(condition)

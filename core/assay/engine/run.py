@@ -25,6 +25,7 @@ from ..components import MetricContext
 from ..errors import UsageError
 from ..hashing import digest_document
 from ..packs import Pack, find_manifest
+from ..permissions.jail import landlock_available
 from ..plugins import PluginHost, load_plugins
 from ..schemas import CURRENT_SPEC_VERSION
 from ..summary import compute_metrics, summary_document
@@ -179,7 +180,8 @@ def _run_manifest(
 
 def _condition_entry(condition: str, policy: Mapping[str, Any]) -> dict[str, Any]:
     """A manifest entry: prompt conditions carry their category (a hash-only one is known by it and its digest)."""
-    entry = {"id": condition, "kind": "prompt_condition" if policy.get("role") == "prompt_condition" else "defense", "digest": policy["digest"]}
+    kind = policy.get("role") if policy.get("role") in ("prompt_condition", "permission_baseline") else "defense"
+    entry = {"id": condition, "kind": kind, "digest": policy["digest"]}
     if policy.get("category"):
         entry["category"] = policy["category"]
     return entry
@@ -235,6 +237,8 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     )
     if settings.controller not in ("strict", "repair"):
         raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
+    if "permission" in stages and any(d != "unrestricted" for d in settings.defenses) and not landlock_available():
+        raise UsageError("the permission stage enforces policies with Landlock, which this kernel lacks; refusing to run them unconfined (only --condition unrestricted can run here)")
     if "exec" in stages:
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:

@@ -8,7 +8,8 @@ Each table is shown only when the bundle's rows carry the stages it needs:
 * ObservedHarm@Exec, StateChange-ASR and ToolCall-ASR by endpoint x defense,
   with pooled rows (exec);
 * the core-exec join per endpoint x defense and pooled (semantic and exec);
-* McNemar of each defense against D0, Holm-adjusted (D0 plus another defense).
+* McNemar of each defense against D0, Holm-adjusted (D0 plus another defense);
+* the permission tables (:mod:`assay.reports._permission_tables`).
 
 Nothing here computes from rows: every number is a metric value (or a sum of
 the counts of several), so the tables agree with the per-metric sections below
@@ -24,6 +25,7 @@ from ..default_plugins.metrics import BASELINE_CONDITION, EVIDENCE_FLAGS
 from ..stats import rate, wilson_interval
 from ._load import ReportData
 from ._model import FigurePoint, MainSection, Table, _label
+from ._permission_tables import permission_sections
 
 __all__ = ["main_sections"]
 
@@ -312,4 +314,4 @@ def main_sections(data: ReportData, by_metric: Mapping[str, Sequence[MetricValue
     """The main tables the bundle's stages support, in the design's order."""
     panel = _Panel(data, by_metric, scripted)
     built = (_core_fail(panel), _audit(panel), _exec(panel), _join(panel), _mcnemar(panel))
-    return tuple(section for section in built if section is not None)
+    return tuple(section for section in built if section is not None) + tuple(permission_sections(panel))

@@ -203,7 +203,7 @@ def _check_run_references(run: dict[str, Any], run_doc: SourceDocument, name: st
     for missing in sorted(planned - described):
         add("/conditions", f"planned condition {missing!r} has no entry in conditions", "undescribed-condition")
     for index, condition in enumerate(run["conditions"]):
-        if condition["kind"] not in ("defense", "prompt_condition"):
+        if condition["kind"] not in ("defense", "prompt_condition", "permission_baseline"):
             continue
         kind = condition["kind"].replace("_", " ")
         defense = registry.get("defenses", condition["id"])

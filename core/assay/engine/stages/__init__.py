@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from .audit import run_audit
 from .exec import run_exec
+from .permission import run_permission
 from .semantic import run_semantic
 from .trajectory import run_trajectory
 
-__all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_exec", "run_semantic", "run_trajectory"]
+__all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_exec", "run_permission", "run_semantic", "run_trajectory"]
 
 STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
 
 #: Stage name -> coroutine function(ItemContext). Later stages register here as they are built.
-IMPLEMENTED = {"semantic": run_semantic, "audit": run_audit, "exec": run_exec, "trajectory": run_trajectory}
+IMPLEMENTED = {"semantic": run_semantic, "audit": run_audit, "exec": run_exec, "trajectory": run_trajectory, "permission": run_permission}
