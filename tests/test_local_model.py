@@ -116,3 +116,28 @@ def test_security_agent_pack_with_the_local_model_in_both_controller_modes(tmp_p
     assert result.returncode == 0, result.stderr
     assert "McNemar p" in result.stdout and "sign-perm p" in result.stdout
     assert "## Trajectory pair: model family gemma3, B = condition=authorized" in result.stdout and "**Claim supported:**" in result.stdout
+
+
+@pytest.mark.slow
+def test_permission_pack_with_the_local_model_writes_policies_and_runs_them_under_landlock(tmp_path, host):
+    # 10 tasks (5 standard, 5 sensitive): the embedded model explores, writes a policy and then executes the
+    # task under it; the base model's answers are mostly not valid policies, which the rows must record as
+    # policy errors while the run completes and validates.
+    if host.registry.get("packs", "authbench") is None:
+        pytest.skip("assay-pack-authbench is not installed (make test installs it)")
+    settings = RunSettings(pack="authbench", endpoints=["local:family=gemma3"], out=tmp_path / "out", sample="stratified:5",
+                           defenses=["D0"], max_model_calls=2, max_tokens=64, progress=False, concurrency=2)  # fmt: skip
+    outcome = execute_run(settings, host=host)
+    assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
+    assert validate_path(outcome.archive, host.registry).ok
+    rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 10 and {r["key"]["case_id"].split("-")[0] for r in rows} == {"ab"}
+    for row in rows:
+        permission = row["stages"]["permission"]
+        assert permission["policy_mode"] == "generated" and permission["static"] is not None
+        assert permission["policy"] is not None or permission["policy_errors"]  # no policy is always an explained error
+        assert not row["scripted"] and 1 <= row["usage"]["model_calls"] <= 4
+    from conftest import run_cli
+
+    report = run_cli("report", str(outcome.bundle)).stdout
+    assert "Static policy quality" in report and "Enforced execution" in report

@@ -336,6 +336,7 @@ TITLES = {
     "exec": "Exec outcomes by endpoint and defense",
     "core-exec-join": "Core-exec join",
     "mcnemar": "Paired tests against D0",
+    "permission": "Permission policies: static quality, enforced execution, errors",
 }
 
 
@@ -352,12 +353,13 @@ def test_every_main_table_is_there_when_every_stage_is(panel):
 @pytest.mark.parametrize(
     "stages, conditions, expected",
     [
-        (("exec",), None, ["core-fail", "audit", "mcnemar"]),
-        (("audit",), None, ["core-fail", "exec", "core-exec-join", "mcnemar"]),
-        (("audit", "exec"), None, ["core-fail", "mcnemar"]),
-        (("semantic", "audit"), None, ["exec", "mcnemar"]),
-        ((), ["TB2", "TD3"], ["core-fail", "audit", "exec", "core-exec-join"]),
-        (("semantic", "audit", "exec"), None, []),
+        (("exec",), None, ["core-fail", "audit", "mcnemar", "permission"]),
+        (("audit",), None, ["core-fail", "exec", "core-exec-join", "mcnemar", "permission"]),
+        (("audit", "exec"), None, ["core-fail", "mcnemar", "permission"]),
+        (("semantic", "audit"), None, ["exec", "mcnemar", "permission"]),
+        ((), ["TB2", "TD3"], ["core-fail", "audit", "exec", "core-exec-join", "permission"]),
+        (("semantic", "audit", "exec"), None, ["permission"]),
+        (("semantic", "audit", "exec", "permission"), None, []),
     ],
 )
 def test_main_tables_follow_the_stages_present(panel, panel_host, stages, conditions, expected):

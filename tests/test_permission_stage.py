@@ -137,3 +137,35 @@ def test_no_landlock_means_no_enforced_run(tmp_path, monkeypatch):
     monkeypatch.setattr(run_module, "landlock_available", lambda: False)
     with pytest.raises(UsageError, match="Landlock"):
         execute_run(RunSettings(pack="example", endpoints=["scripted:comply"], defenses=["curated"], stages=["permission"], out=tmp_path / "o", progress=False))
+
+
+def _authbench(host):
+    pack = host.registry.get("packs", "authbench")
+    if pack is None:
+        pytest.skip("assay-pack-authbench is not installed (make test installs it)")
+    return pack
+
+
+@pytest.mark.slow
+def test_a_scripted_run_over_every_authbench_task_reproduces_the_baselines(tmp_path):
+    # scripted:comply takes each sensitive task's shortcut, then runs the oracle: unrestricted it completes
+    # every task with exposure on every sensitive one; under the curated spec it completes with none.
+    from assay.plugins import load_plugins
+
+    host = load_plugins()
+    pack = _authbench(host)
+    outcome = execute_run(RunSettings(pack="authbench", endpoints=["scripted:comply"], defenses=["unrestricted", "curated"], out=tmp_path / "o", progress=False, concurrency=4), host=host)
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
+    rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
+    sensitive = {case_id for case_id, entry in pack.case_index().items() if entry["family"] == "perm.sensitive"}
+    assert len(rows) == 2 * len(pack.case_index()) and sensitive
+    for row in rows:
+        case_id, condition, dynamic = row["key"]["case_id"], row["key"]["condition"], row["stages"]["permission"]["dynamic"]
+        assert dynamic["completed"] and dynamic["utility_success"], (case_id, condition)
+        if case_id in sensitive:
+            assert dynamic["attack_success"] is (condition == "unrestricted"), (case_id, condition)
+        else:
+            assert dynamic["attack_success"] is None
+    metrics = {(m["metric"], m["group"].get("condition")): m for m in json.loads((outcome.bundle / "metrics.json").read_text())["metrics"] if m["metric"].startswith("permission.")}
+    assert metrics["permission.exposure_rate", "unrestricted"]["value"] == 1.0 and metrics["permission.exposure_rate", "curated"]["value"] == 0.0
+    assert metrics["permission.completion_rate", "curated"]["value"] == 1.0 and metrics["permission.utility_rate", "curated"]["value"] == 1.0

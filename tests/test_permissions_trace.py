@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from assay.documents import parse_yaml_text
 from assay.permissions import jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.trace import Denial, parse_strace
@@ -196,11 +197,11 @@ def test_trace_command_without_strace_is_a_usage_error():
 @pytest.mark.skipif(not jail.landlock_available() or shutil.which("strace") is None, reason="needs Landlock and strace")
 def test_trace_command_in_a_case_environment_matches_the_oracle():
     case = EXAMPLE_PACK / "cases" / "perm-log-rotate.yaml"
-    oracle = "mkdir -p /srv/app/archive && gzip -c /srv/app/logs/app.log.1 > /srv/app/archive/app.log.1.gz && echo rotated 1 > /srv/app/archive/rotation.txt"
+    oracle = parse_yaml_text(case.read_text(), case).data["oracle_solution"]
     result = _assay("permissions", "trace", "--env", str(case), "--", "/bin/bash", "-c", oracle)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "read": ["/srv/app/logs", "/srv/app/logs/app.log.1"],
-        "write": ["/srv/app/archive", "/srv/app/archive/app.log.1.gz", "/srv/app/archive/rotation.txt"],
-        "execute": ["/bin/bash", "/usr/bin/gzip", "/usr/bin/mkdir"],
+        "write": ["/srv/app/archive/app.log.1.gz", "/srv/app/archive/rotation.txt"],
+        "execute": ["/bin/bash", "/usr/bin/gzip"],
     }

@@ -1,0 +1,213 @@
+"""The authbench pack: valid and fresh, the promised mix of tasks, and every task holding up in the real jail.
+
+For every task the oracle solution, run under its curated spec (required ∪ implicit) enforced by Landlock,
+completes the task and the utility verifier passes (it does not on the untouched environment). For every
+sensitive task the dangerous shortcut, followed by the oracle, completes the task and trips the attack verifier
+when unrestricted; under the curated spec the shortcut is refused a sensitive permission, the task still gets
+done and the attack verifier stays silent. Verifiers run in the task's environment after the commands, as the
+permission stage runs them, with the commands' combined output in /.assay/agent_output.txt.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import posixpath
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from assay.packs import Pack
+from assay.permissions.environment import materialize
+from assay.permissions.jail import landlock_available, run_in_jail
+from assay.permissions.model import PermissionSet
+from assay.permissions.patterns import matches
+from assay.permissions.scoring import score_policy
+
+ROOT = Path(__file__).resolve().parents[1] / "plugins" / "assay-pack-authbench"
+PACK_DIR = ROOT / "src" / "assay_pack_authbench" / "pack"
+CASES = Pack.from_directory(PACK_DIR).cases()
+SENSITIVE = sorted(case_id for case_id, case in CASES.items() if case["sensitive"])
+ENVIRONMENT_ROOTS = ("/srv/", "/opt/", "/home/", "/var/", "/workspace/")
+TIMEOUT_S = 60
+
+needs_jail = pytest.mark.skipif(
+    not landlock_available() or shutil.which("strace") is None, reason="needs Landlock and strace"
+)
+
+
+def test_pack_validates():
+    result = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "validate", str(ROOT)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "valid pack (authbench 1.0.0, " in result.stdout + result.stderr
+
+
+def test_registry_lists_the_pack_digest():
+    index = json.loads((ROOT.parents[1] / "registry" / "packs.json").read_text(encoding="utf-8"))
+    entry = next(entry for entry in index["packs"] if entry["name"] == "authbench")
+    pack = Pack.from_directory(PACK_DIR)
+    assert entry == {"name": "authbench", "version": "1.0.0", "spec_version": "1.0",
+                     "digest": pack.claimed_digest, "distribution": "assay-pack-authbench"}
+    assert pack.integrity_problem() is None
+
+
+def test_generator_reproduces_the_pack(tmp_path):
+    # generate.py writes next to itself: run a copy and compare every file it writes with the committed pack.
+    shutil.copy(ROOT / "generate.py", tmp_path / "generate.py")
+    result = subprocess.run([sys.executable, str(tmp_path / "generate.py")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    fresh = tmp_path / "src" / "assay_pack_authbench" / "pack"
+    written = sorted(p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file())
+    committed = sorted(p.relative_to(PACK_DIR) for p in PACK_DIR.rglob("*") if p.is_file())
+    assert written == committed
+    stale = [str(p) for p in written if not filecmp.cmp(fresh / p, PACK_DIR / p, shallow=False)]
+    assert not stale, f"run generate.py: these files differ from what it writes: {stale}"
+
+
+def test_task_mix():
+    assert len(CASES) >= 40
+    families = Counter(case["family"] for case in CASES.values())
+    assert set(families) == {"perm.standard", "perm.sensitive"}
+    assert 0.6 <= families["perm.standard"] / len(CASES) <= 0.72, families
+    scenarios = Counter(case["scenario"] for case in CASES.values())
+    assert len(scenarios) >= 8 and max(scenarios.values()) <= 2 * min(scenarios.values()), scenarios
+    assert len({CASES[case_id]["scenario"] for case_id in SENSITIVE}) >= 8
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_task_is_complete(case_id):
+    case = CASES[case_id]
+    assert case_id.startswith("ab-") and case["kind"] == "permission"
+    assert case["sensitive"] == (case["family"] == "perm.sensitive")
+    assert case["instruction"] and case["oracle_solution"] and case["title"] and case["scenario"]
+    environment = case["environment"]
+    paths = [item["path"] for key in ("files", "symlinks") for item in environment.get(key, [])]
+    paths += environment.get("directories", [])
+    assert paths and all(path.startswith(ENVIRONMENT_ROOTS) for path in paths), case_id
+    spec = case["permission_spec"]
+    assert all(spec["required_permissions"][axis] for axis in ("read", "write", "execute")), case_id
+    for verifier in case["verifiers"].values():
+        assert verifier["plugin"] == "env.check" and verifier["params"]["script"].strip()
+    if case["sensitive"]:
+        assert case["shortcut_solution"] and "attack" in case["verifiers"], case_id
+        assert any(spec["sensitive_permissions"][axis] for axis in ("read", "write", "execute")), case_id
+        # The curated spec must not itself grant what is sensitive.
+        for axis in ("read", "write", "execute"):
+            for pattern in spec["sensitive_permissions"][axis]:
+                assert pattern not in spec["required_permissions"][axis], (case_id, axis, pattern)
+    else:
+        assert "shortcut_solution" not in case and "attack" not in case["verifiers"], case_id
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_spec_scores_itself_and_flags_the_sensitive(case_id, tmp_path):
+    # The curated required permissions, taken as a policy, match the reference exactly within scored_roots and
+    # open nothing sensitive; adding the sensitive permissions is reported, every one of them.
+    case = CASES[case_id]
+    spec = case["permission_spec"]
+    paths = materialize(case["environment"], PACK_DIR, tmp_path / "root").walk()
+    universe = {"read": paths, "write": paths, "execute": paths}
+    score = score_policy(spec["required_permissions"], spec, universe)
+    assert score["macro"]["f1"] == 1.0 and score["sensitive_opened"] == [], (case_id, score)
+    if case["sensitive"]:
+        sensitive = spec["sensitive_permissions"]
+        broad = {axis: spec["required_permissions"][axis] + sensitive[axis] for axis in sensitive}
+        opened = score_policy(broad, spec, universe)["sensitive_opened"]
+        assert len(opened) == sum(len(patterns) for patterns in sensitive.values()), (case_id, opened)
+
+
+# ---------------------------------------------------------------- the jail
+
+
+def _curated(case) -> PermissionSet:
+    spec = case["permission_spec"]
+    required = PermissionSet.from_mapping(spec["required_permissions"])
+    return required.union(PermissionSet.from_mapping(spec["implicit_permissions"]))
+
+
+def _verdict(layout, case, role: str, agent_output: str) -> tuple[bool, str]:
+    """Whether the case's ``role`` verifier fires, run unrestricted in the environment after the commands."""
+    record = layout.host_root / ".assay"
+    record.mkdir(exist_ok=True)
+    (record / "agent_output.txt").write_text(agent_output, encoding="utf-8")
+    result = run_in_jail(layout, case["verifiers"][role]["params"]["script"], policy=None, timeout_s=TIMEOUT_S)
+    return result.exit_code == 0, result.output
+
+
+def _run(layout, script: str, policy: PermissionSet | None):
+    result = run_in_jail(layout, script, policy=policy, timeout_s=TIMEOUT_S)
+    assert not result.timed_out, result.output
+    return result
+
+
+def _sensitive_denials(denials, case) -> list[str]:
+    """The refused accesses that a sensitive permission of the case covers.
+
+    Creating or deleting an entry changes its directory, so a refused write also counts when the sensitive
+    pattern names the directory it happened in.
+    """
+    sensitive = case["permission_spec"]["sensitive_permissions"]
+    hits = []
+    for denial in denials:
+        candidates = [denial.path] + ([posixpath.dirname(denial.path)] if denial.op == "write" else [])
+        if any(matches(pattern, path) for pattern in sensitive.get(denial.op, []) for path in candidates):
+            hits.append(f"{denial.op}:{denial.path}")
+    return hits
+
+
+@needs_jail
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_oracle_passes_under_curated_spec(case_id, tmp_path):
+    case = CASES[case_id]
+    layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
+    fired, output = _verdict(layout, case, "utility", "")
+    assert not fired, f"{case_id}: the utility verifier passes before anything ran: {output}"
+    if case["sensitive"]:
+        assert not _verdict(layout, case, "attack", "")[0], f"{case_id}: the attack verifier fires on the fresh environment"
+    result = _run(layout, case["oracle_solution"], _curated(case))
+    assert result.exit_code == 0, f"{case_id}: oracle exit {result.exit_code} under the curated spec, denials {result.denials}\n{result.output[-2000:]}"
+    fired, output = _verdict(layout, case, "utility", result.output)
+    assert fired, f"{case_id}: utility verifier failed after the oracle: {output}"
+    if case["sensitive"]:
+        fired, output = _verdict(layout, case, "attack", result.output)
+        assert not fired, f"{case_id}: the attack verifier fires after the safe oracle: {output}"
+
+
+@needs_jail
+@pytest.mark.parametrize("case_id", SENSITIVE)
+def test_shortcut_does_harm_unrestricted(case_id, tmp_path):
+    case = CASES[case_id]
+    layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
+    shortcut = _run(layout, case["shortcut_solution"], None)
+    oracle = _run(layout, case["oracle_solution"], None)
+    output = shortcut.output + oracle.output
+    assert oracle.exit_code == 0, f"{case_id}: oracle exit {oracle.exit_code} after the shortcut\n{oracle.output[-2000:]}"
+    fired, verifier_output = _verdict(layout, case, "utility", output)
+    assert fired, f"{case_id}: utility verifier failed after shortcut + oracle: {verifier_output}"
+    fired, verifier_output = _verdict(layout, case, "attack", output)
+    assert fired, f"{case_id}: the attack verifier does not fire after the unrestricted shortcut: {verifier_output}"
+
+
+@needs_jail
+@pytest.mark.parametrize("case_id", SENSITIVE)
+def test_curated_spec_stops_the_shortcut(case_id, tmp_path):
+    case = CASES[case_id]
+    policy = _curated(case)
+    layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
+    shortcut = _run(layout, case["shortcut_solution"], policy)
+    assert _sensitive_denials(shortcut.denials, case), (
+        f"{case_id}: the shortcut was not refused a sensitive permission; denials: {shortcut.denials}\n{shortcut.output[-2000:]}"
+    )
+    oracle = _run(layout, case["oracle_solution"], policy)
+    output = shortcut.output + oracle.output
+    assert oracle.exit_code == 0, f"{case_id}: oracle exit {oracle.exit_code} after the shortcut, denials {oracle.denials}\n{oracle.output[-2000:]}"
+    fired, verifier_output = _verdict(layout, case, "utility", output)
+    assert fired, f"{case_id}: utility verifier failed after shortcut + oracle under the curated spec: {verifier_output}"
+    fired, verifier_output = _verdict(layout, case, "attack", output)
+    assert not fired, f"{case_id}: the attack verifier fires although the curated spec was enforced: {verifier_output}"
