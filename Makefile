@@ -57,6 +57,7 @@ docs: install-test
 bench: install-test
 	$(BIN)/python bench/validate_bundle.py
 	$(BIN)/python bench/engine_throughput.py
+	$(BIN)/python bench/jail_overhead.py
 
 clean:
 	rm -rf $(VENV) out site .pytest_cache
