@@ -205,3 +205,29 @@ def test_trace_command_in_a_case_environment_matches_the_oracle():
         "write": ["/srv/app/archive/app.log.1.gz", "/srv/app/archive/rotation.txt"],
         "execute": ["/bin/bash", "/usr/bin/gzip"],
     }
+
+
+@pytest.mark.parametrize(
+    ("heads", "expected"),
+    [
+        ({"/opt/t/run.sh": b"#!/usr/bin/python3 -u\nprint(1)\n"}, ("/opt/t/run.sh", "/usr/bin/python3")),
+        ({"/opt/t/run.sh": b"#! /usr/bin/perl\n"}, ("/opt/t/run.sh", "/usr/bin/perl")),
+        ({"/opt/t/run.sh": b"#!env python\n"}, ("/opt/t/run.sh",)),  # not absolute: the kernel would refuse it too
+        ({"/opt/t/run.sh": b"\x7fELF..."}, ("/opt/t/run.sh",)),
+        ({}, ("/opt/t/run.sh",)),
+    ],
+)
+def test_with_interpreters_adds_the_shebang_interpreter_that_strace_cannot_see(heads, expected):
+    from assay.permissions.trace import with_interpreters
+
+    accessed = PermissionSet.from_mapping({"read": [], "write": [], "execute": ["/opt/t/run.sh"]})
+    assert with_interpreters(accessed, heads.get).execute == tuple(sorted(expected))
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_trace_in_an_environment_names_a_scripts_interpreter(tmp_path):
+    case = tmp_path / "case.yaml"
+    case.write_text('environment:\n  files:\n    - path: /opt/tools/hello.sh\n      content: "#!/usr/bin/bash\\necho hi\\n"\n      mode: "0755"\n')
+    result = _assay("permissions", "trace", "--env", str(case), "--", "/opt/tools/hello.sh")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["execute"] == ["/opt/tools/hello.sh", "/usr/bin/bash"]

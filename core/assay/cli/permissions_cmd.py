@@ -17,7 +17,7 @@ from ..packs import find_manifest
 from ..permissions.environment import EnvironmentSpecError, materialize
 from ..permissions.jail import RUNTIME_IMPLICIT, JailError, run_in_jail
 from ..permissions.model import PermissionSet
-from ..permissions.trace import STRACE_OPTIONS, StraceNotFound, find_strace, parse_strace
+from ..permissions.trace import STRACE_OPTIONS, StraceNotFound, find_strace, parse_strace, with_interpreters
 
 
 @click.group("permissions")
@@ -76,7 +76,7 @@ def _trace_on_host(command: list[str], cwd: str | None, timeout_s: float) -> tup
             raise click.ClickException(f"cannot run strace: {exc}") from None
         text = log.read_text(encoding="utf-8", errors="surrogateescape") if log.exists() else ""
     accessed, _ = parse_strace(text, cwd=directory)
-    return accessed, code, output
+    return with_interpreters(accessed, lambda path: _head(Path("/"), path)), code, output
 
 
 def _trace_in_jail(case_path: Path, command: list[str], cwd: str, timeout_s: float) -> tuple[PermissionSet, int | None, str]:
@@ -90,9 +90,21 @@ def _trace_in_jail(case_path: Path, command: list[str], cwd: str, timeout_s: flo
         try:
             layout = materialize(environment or {}, _pack_root(case_path), Path(scratch) / "root")
             result = run_in_jail(layout, command, policy=None, trace=True, timeout_s=timeout_s, cwd=cwd)
+            accessed = with_interpreters(result.accessed or PermissionSet(), lambda path: _head(layout.host_root, path))
         except (EnvironmentSpecError, JailError, ValueError) as exc:
             raise click.ClickException(f"{case_path}: {exc}") from None
-    return result.accessed or PermissionSet(), result.exit_code, result.output
+    return accessed, result.exit_code, result.output
+
+
+def _head(root: Path, path: str) -> bytes | None:
+    """The first line's bytes of a jail path: the environment's copy, else the host's (system binds)."""
+    for candidate in (root / path.lstrip("/"), Path(path)):
+        try:
+            with open(candidate, "rb") as handle:
+                return handle.read(256)
+        except OSError:
+            continue
+    return None
 
 
 def _pack_root(case_path: Path) -> Path | None:

@@ -23,11 +23,11 @@ import posixpath
 import re
 import shutil
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .model import AXES, PermissionSet
 
-__all__ = ["Denial", "STRACE_OPTIONS", "StraceNotFound", "find_strace", "parse_strace"]
+__all__ = ["Denial", "STRACE_OPTIONS", "StraceNotFound", "find_strace", "parse_strace", "with_interpreters"]
 
 #: Options every traced run uses; the output file (``-o``) and the command follow.
 STRACE_OPTIONS = ("-f", "-qq", "-y", "-e", "trace=%file,%process,fchdir")
@@ -325,3 +325,24 @@ def _decode(body: str) -> str:
             out += _ESCAPES.get(nxt, nxt.encode("utf-8", "surrogateescape"))
             i += 2
     return os.fsdecode(bytes(out))
+
+
+def with_interpreters(accessed: PermissionSet, read_head: Callable[[str], bytes | None]) -> PermissionSet:
+    """``accessed`` plus the ``#!`` interpreter of every executed script.
+
+    The kernel opens a script's interpreter itself, so strace never shows it,
+    yet Landlock requires execute on it: a spec derived from a trace without
+    it would deny the oracle. ``read_head(path)`` returns the first bytes of
+    an executed file (as the jail sees it), or None.
+    """
+    extra = []
+    for path in accessed.execute:
+        head = read_head(path) or b""
+        if head.startswith(b"#!"):
+            words = head[2:].split(b"\n", 1)[0].split()
+            if words and words[0].startswith(b"/"):
+                interpreter = words[0].decode("utf-8", "surrogateescape")
+                if interpreter not in accessed.execute and interpreter not in extra:
+                    extra.append(interpreter)
+    return PermissionSet(accessed.read, accessed.write, tuple(sorted((*accessed.execute, *extra))))
+
