@@ -169,3 +169,22 @@ def test_a_scripted_run_over_every_authbench_task_reproduces_the_baselines(tmp_p
     metrics = {(m["metric"], m["group"].get("condition")): m for m in json.loads((outcome.bundle / "metrics.json").read_text())["metrics"] if m["metric"].startswith("permission.")}
     assert metrics["permission.exposure_rate", "unrestricted"]["value"] == 1.0 and metrics["permission.exposure_rate", "curated"]["value"] == 0.0
     assert metrics["permission.completion_rate", "curated"]["value"] == 1.0 and metrics["permission.utility_rate", "curated"]["value"] == 1.0
+
+
+def test_a_fixed_execution_agent_executes_for_every_policy_writer(tmp_path):
+    # As in the seed: the policy writers vary, the execution agent is one fixed endpoint. A refusing writer
+    # submits no policy, so the solving execution agent is denied by the empty policy; with the curated
+    # baseline the same execution agent completes the task.
+    from assay.plugins import load_plugins
+
+    settings = RunSettings(pack="example", endpoints=["scripted:refuse"], defenses=["D0", "curated"], stages=["permission"], out=tmp_path / "o",
+                           progress=False, exec_agent="scripted:comply")  # fmt: skip
+    outcome = execute_run(settings, host=load_plugins())
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
+    rows = _rows(outcome.bundle)
+    generated, curated = rows["scripted-refuse", "D0"], rows["scripted-refuse", "curated"]
+    assert generated["policy"] is None and generated["dynamic"]["utility_success"] is False
+    # bash opens the redirect target before it runs gzip: the first refusal is the write of the archive.
+    assert generated["error_category"] == "write_insufficient" and {"op": "write", "path": "/srv/app/archive/app.log.1.gz"} in generated["dynamic"]["denials"]
+    assert curated["dynamic"]["utility_success"] is True and curated["dynamic"]["attack_success"] is False
+    assert json.loads((outcome.bundle / "run.json").read_text())["exec_agent"]["model"]["name"] == "scripted:comply"

@@ -19,7 +19,7 @@ from . import get_host
 _FILE_KEYS = {
     "pack", "endpoints", "defenses", "seeds", "stages", "judge", "out", "limit", "sample", "sample_seed",
     "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox", "controller",
-    "max_model_calls", "wall_time", "context_window",
+    "max_model_calls", "wall_time", "context_window", "exec_agent",
 }  # fmt: skip
 
 
@@ -80,6 +80,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.option("--max-model-calls", type=click.IntRange(min=1), help="Trajectory budget: model calls per task, shared by every condition (default: each case's own).")
 @click.option("--wall-time", type=click.FloatRange(min=0, min_open=True), help="Trajectory budget: wall-clock seconds per task (default: each case's own).")
 @click.option("--context-window", type=click.IntRange(min=1), help="Trajectory context policy: keep the task and the last N exchanges (default: full context).")
+@click.option("--exec-agent", help="Permission stage: a fixed execution agent (an endpoint spec) for every policy writer (default: each item's endpoint).")
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
@@ -94,7 +95,7 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
     options win.
     """
     data = _from_file(run_file) if run_file else {}
-    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox", "controller", "max_model_calls", "wall_time", "context_window"):
+    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox", "controller", "max_model_calls", "wall_time", "context_window", "exec_agent"):
         if options.get(key) is not None:
             data[key] = options[key]
     if options["endpoints"]:
@@ -137,6 +138,7 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
         max_model_calls=int(data["max_model_calls"]) if data.get("max_model_calls") else None,
         wall_time_s=float(data["wall_time"]) if data.get("wall_time") else None,
         context_window=int(data["context_window"]) if data.get("context_window") else None,
+        exec_agent=str(data["exec_agent"]) if data.get("exec_agent") else None,
     )
     outcome = execute_run(settings, host=get_host(ctx))
     for issue in outcome.report.ordered():

@@ -71,6 +71,7 @@ class RunSettings:
     max_model_calls: int | None = None
     wall_time_s: float | None = None
     context_window: int | None = None
+    exec_agent: str | None = None
 
     def budget(self) -> dict[str, Any]:
         """The run-level trajectory budget shared by every compared condition (None: each case's own)."""
@@ -175,6 +176,7 @@ def _run_manifest(
         "controller": settings.controller if "trajectory" in plan.stages else None,
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
         "sandbox": settings.sandbox if "exec" in plan.stages else None,
+        **({"exec_agent": runtime.exec_agent.describe()} if runtime.exec_agent is not None and "permission" in plan.stages else {}),
     }
 
 
@@ -202,6 +204,9 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     if host.registry.get("judges", judge.plugin) is None:
         raise UsageError(f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})")
     sandbox_spec = parse_spec(settings.sandbox, what="sandbox")
+    exec_agent = parse_spec(settings.exec_agent, what="exec agent") if settings.exec_agent else None
+    if exec_agent is not None and host.registry.get("backends", exec_agent.plugin) is None:
+        raise UsageError(f"--exec-agent {settings.exec_agent!r}: backend {exec_agent.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})")
     executor_spec = parse_spec(settings.executor, what="executor")
     executor = host.registry.get("executors", executor_spec.plugin)
     if executor is None:
@@ -234,6 +239,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         sandbox=(sandbox_spec.plugin, tuple(sorted(sandbox_spec.options.items()))),
         controller=settings.controller,
         budget=tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in settings.budget().items() if v is not None)),
+        exec_agent=(exec_agent.plugin, tuple(sorted(exec_agent.options.items()))) if exec_agent else None,
     )
     if settings.controller not in ("strict", "repair"):
         raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
@@ -255,6 +261,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         "temperature": settings.temperature,
         "controller": settings.controller if "trajectory" in stages else None,
         **({"budget": settings.budget()} if any(v is not None for v in settings.budget().values()) else {}),
+        **({"exec_agent": exec_agent.to_json()} if exec_agent else {}),
     }
     run_id = "run-" + digest_document(identity)[7:23]
     identity_path = state / "identity.json"

@@ -44,6 +44,7 @@ class Job:
     sandbox: tuple[str, tuple[tuple[str, str], ...]] = ("local", ())
     controller: str = "repair"
     budget: tuple[tuple[str, str], ...] = ()  # run-level trajectory budget overrides, values as JSON
+    exec_agent: tuple[str, tuple[tuple[str, str], ...]] | None = None  # the permission stage's fixed execution agent
 
 
 class CachedEndpoint:
@@ -85,6 +86,7 @@ class Runtime:
     pack: Pack = field(init=False)
     endpoints: dict[str, CachedEndpoint] = field(init=False)
     judge: Any = field(init=False)
+    exec_agent: CachedEndpoint | None = field(default=None, init=False)
     _cases: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     _cache: ResponseCache | None = field(default=None, init=False)
 
@@ -96,6 +98,9 @@ class Runtime:
         self.endpoints = {}
         for endpoint_id, backend_name, options in self.job.endpoints:
             self.endpoints[endpoint_id] = CachedEndpoint(self._make_endpoint(endpoint_id, backend_name, dict(options)), self._cache)
+        if self.job.exec_agent is not None:
+            backend_name, options = self.job.exec_agent
+            self.exec_agent = CachedEndpoint(self._make_endpoint("exec-agent", backend_name, dict(options)), self._cache)
         judge_name, judge_options = self.job.judge
         judge = registry.get("judges", judge_name)
         if judge is None:
@@ -146,6 +151,7 @@ class Runtime:
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
         ctx.pack_root, ctx.oracles, ctx.controller = self.pack.root, self.oracles, self.job.controller
         ctx.budget = {key: json.loads(value) for key, value in self.job.budget}
+        ctx.exec_agent = self.exec_agent
         ctx.row = {
             "spec_version": CURRENT_SPEC_VERSION,
             "key": item.key(),
@@ -170,6 +176,8 @@ class Runtime:
         """Close endpoints and the cache."""
         for endpoint in self.endpoints.values():
             await endpoint.aclose()
+        if self.exec_agent is not None:
+            await self.exec_agent.aclose()
         if getattr(self.judge, "endpoint", None) is not None:
             await self.judge.endpoint.aclose()
         if self._cache is not None:

@@ -29,6 +29,7 @@ class ItemContext:
     oracles: Mapping[str, Any] = field(default_factory=dict)
     controller: str = "repair"
     budget: Mapping[str, Any] = field(default_factory=dict)  # run-level overrides of the case's budget
+    exec_agent: Any = None  # the permission stage's fixed execution agent (None: the item's endpoint)
 
     def request_context(self, stage: str) -> dict[str, Any]:
         """What scripted agents may read (never sent to a server)."""

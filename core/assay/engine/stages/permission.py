@@ -16,7 +16,9 @@ One work item, in three steps, over a task environment laid down fresh
    permissions removed, execute paths compared after symlink resolution,
    and which sensitive permissions the policy opened
    (:mod:`assay.permissions.scoring`).
-3. **Enforced execution.** An execution agent runs shell commands, one jail
+3. **Enforced execution.** An execution agent (the run's ``--exec-agent``
+   endpoint, the same for every policy writer as in the seed, or else the
+   item's own endpoint) runs shell commands, one jail
    per command (:func:`assay.permissions.jail.run_in_jail`): Landlock allows
    exactly the policy plus the task's implicit and the runtime permissions,
    with no network; every refusal is recorded as a denial. Then the utility
@@ -178,15 +180,19 @@ def error_category(sensitive: bool, utility: bool, attack: bool | None, denials:
     return f"{max(counts, key=lambda axis: counts[axis])}_insufficient"
 
 
-async def _agent_turns(ctx: ItemContext, system: str, task: str, phase: str, max_calls: int, deadline: float, act) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
-    """A JSON-action loop; ``act(action)`` returns (result text, final value or None). Returns messages, calls, final."""
+async def _agent_turns(ctx: ItemContext, system: str, task: str, phase: str, max_calls: int, deadline: float, act, endpoint: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """A JSON-action loop of ``endpoint`` (default: the item's); ``act`` returns (result text, final value or None).
+
+    Returns the messages, the tool calls and the final value (None when the budget ended first).
+    """
+    endpoint = endpoint or ctx.endpoint
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
     calls: list[dict[str, Any]] = []
     for turn in range(max_calls):
         if time.monotonic() > deadline:
             break
         context = {**ctx.request_context("permission"), "phase": phase, "step": turn}
-        response = await ctx.endpoint.complete(ChatRequest(tuple(messages), temperature=ctx.temperature, max_tokens=ctx.max_tokens, seed=ctx.item.seed, json_mode=True, context=context))
+        response = await endpoint.complete(ChatRequest(tuple(messages), temperature=ctx.temperature, max_tokens=ctx.max_tokens, seed=ctx.item.seed, json_mode=True, context=context))
         ctx.add_usage(response)
         messages.append({"role": "assistant", "content": response.content})
         value = _json_object(response.content)
@@ -254,7 +260,8 @@ async def run_permission(ctx: ItemContext) -> None:
             outputs.append(result.output)
             return output, None
 
-        exec_messages, exec_calls, finished = await _agent_turns(ctx, _EXEC_SYSTEM, case["instruction"], "execute", max_calls, deadline, execute)
+        # The seed fixes the execution agent across policy writers (--exec-agent); by default it is the item's endpoint.
+        exec_messages, exec_calls, finished = await _agent_turns(ctx, _EXEC_SYSTEM, case["instruction"], "execute", max_calls, deadline, execute, ctx.exec_agent)
         (layout.host_root / ".assay").mkdir(exist_ok=True)
         (layout.host_root / ".assay" / "agent_output.txt").write_text("\n".join(outputs), encoding="utf-8")
 
