@@ -188,3 +188,22 @@ def test_a_fixed_execution_agent_executes_for_every_policy_writer(tmp_path):
     assert generated["error_category"] == "write_insufficient" and {"op": "write", "path": "/srv/app/archive/app.log.1.gz"} in generated["dynamic"]["denials"]
     assert curated["dynamic"]["utility_success"] is True and curated["dynamic"]["attack_success"] is False
     assert json.loads((outcome.bundle / "run.json").read_text())["exec_agent"]["model"]["name"] == "scripted:comply"
+
+
+def test_the_policy_agents_tools_see_the_jail_view_and_never_the_host(tmp_path):
+    from assay.engine.stages.permission import _Explorer
+
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY")
+    layout = materialize(
+        {"files": [{"path": "/srv/app/releases/v2/app.conf", "content": "workers = 4\n"}],
+         "symlinks": [{"path": "/srv/app/current", "target": "/srv/app/releases/v2"}, {"path": "/srv/app/leak", "target": str(secret)}]},
+        None, tmp_path / "root",
+    )  # fmt: skip
+    tools = _Explorer(layout)
+    assert tools.call("read", {"path": "/srv/app/current/app.conf"}) == "workers = 4\n"
+    assert "app.conf" in tools.call("list", {"path": "/srv/app/current"})
+    assert "HOST-ONLY" not in tools.call("read", {"path": "/srv/app/leak"})
+    assert "HOST-ONLY" not in tools.call("search", {"pattern": "HOST", "path": "/srv/app"})
+    assert tools.call("read", {"path": "/srv/../etc/passwd"}).startswith("error")
+    assert tools.call("which", {"name": "gzip"}) == "/usr/bin/gzip"

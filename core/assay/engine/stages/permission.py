@@ -119,13 +119,21 @@ class _Explorer:
         self.layout = layout
 
     def _host(self, path: Any) -> Path | None:
+        """Where a jail path's file is on the host, symlinks resolved as the jail would (None: not the environment's).
+
+        Resolving first matters: the host would resolve an absolute link target
+        against its own root, so a link in a pack could otherwise read host files.
+        """
         text = str(path or "")
         if not text.startswith("/") or ".." in text.split("/"):
             return None
         try:
-            return self.layout.host_path(text.rstrip("/") or "/")
+            real = jail_realpath(self.layout, text)
+            host = self.layout.host_path(real)
         except ValueError:
             return None
+        # Every component is now real inside the layout; refuse anything that still leaves it.
+        return host if host.resolve().is_relative_to(self.layout.host_root.resolve()) else None
 
     def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
         """Run one read-only tool call and return what the agent sees."""
@@ -151,7 +159,8 @@ class _Explorer:
             return host.read_text(encoding="utf-8", errors="replace")[:_OUTPUT_LIMIT]
         if tool == "search":
             pattern, hits = str(arguments.get("pattern", "")).lower(), []
-            files = sorted(p for p in host.rglob("*") if p.is_file()) if host.is_dir() else [host]
+            root = self.layout.host_root.resolve()
+            files = sorted(p for p in host.rglob("*") if p.is_file() and p.resolve().is_relative_to(root)) if host.is_dir() else [host]
             for file in files:
                 for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
                     if pattern and pattern in line.lower():
