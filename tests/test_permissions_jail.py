@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -332,3 +333,13 @@ def test_patterns_become_landlock_rules(tree: Path, axis, pattern, expected):
 
 def test_proc_self_is_granted_as_the_jails_proc():
     assert jail._landlock_rules(PermissionSet(read=("/proc/self/**",))) == {"/proc": LL.READ_FILE | LL.READ_DIR}
+
+
+@pytest.mark.skipif(not os.path.exists("/etc/shadow") or os.stat("/etc/shadow").st_mode & 0o004, reason="needs a private /etc/shadow on the host")
+def test_host_files_an_unprivileged_user_cannot_read_are_hidden_in_the_jail(tmp_path):
+    # The jail binds the host's /etc (libraries need it), but a root command keeps DAC-bypassing capabilities:
+    # what is not world-readable on the host must be masked, even with no policy at all.
+    layout = materialize({"files": [{"path": "/srv/x.txt", "content": "x"}]}, None, tmp_path / "root")
+    result = run_in_jail(layout, "wc -c < /etc/shadow; grep -c '^root:' /etc/passwd", policy=None)
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == ["0", "1"]

@@ -532,12 +532,33 @@ def _bind_read_only(source: str, target: str) -> None:
             _mount(None, point, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | locked)
 
 
+def _mask_private(source: str, target: str) -> None:
+    """Hide what an unprivileged host user could not read under ``source`` (shadow files, private keys).
+
+    A root command in the jail keeps the file capabilities that bypass
+    permission bits, so /etc/shadow would otherwise be readable there: each
+    file that is not world-readable gets /dev/null bound over it, each such
+    directory an empty read-only tmpfs. Walking /etc costs a few milliseconds.
+    """
+    for directory, dirs, files in os.walk(source):
+        for name in list(dirs):
+            path = os.path.join(directory, name)
+            if not os.path.islink(path) and not os.stat(path).st_mode & 0o004:
+                dirs.remove(name)  # masked whole: nothing below it is needed
+                _mount("tmpfs", target + path[len(source):], "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=755,size=4k")
+        for name in files:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path) and os.path.isfile(path) and not os.stat(path).st_mode & 0o004:
+                _mount("/dev/null", target + path[len(source):], None, _MS_BIND)
+
+
 def _build_root(root: str) -> bool:
     """Mount the system view under ``root`` and pivot into it; returns whether /proc is the jail's own."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount(root, root, None, _MS_BIND)  # pivot_root needs a mount point
     for name in ("usr", "etc"):
         _bind_read_only(f"/{name}", f"{root}/{name}")
+    _mask_private("/etc", f"{root}/etc")
     for name in _MERGED:
         host, inside = f"/{name}", f"{root}/{name}"
         if os.path.islink(host) and not os.path.lexists(inside):
