@@ -21,7 +21,7 @@ def _rows(bundle: Path) -> dict[tuple[str, str], dict]:
 
 
 @pytest.fixture(scope="module")
-def example_run(tmp_path_factory, request):
+def example_run(tmp_path_factory):
     from assay.plugins import load_plugins
 
     host = load_plugins()

@@ -96,6 +96,12 @@ def _artifact_contains(observation: Mapping[str, Any], params: Mapping[str, Any]
     return OracleResult(True, f"artifact {params['path']} has the required terms")
 
 
+def _exit_verdict(code: int | None, output: str, params: Mapping[str, Any]) -> OracleResult:
+    """Fired when the exit code is the expected one (default 0); the detail keeps the output's tail."""
+    expected = int(params.get("exit_code", 0))
+    return OracleResult(code == expected, f"exit {code} (expected {expected}): {output[-300:]}")
+
+
 def _command_succeeds(observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:
     # The command runs confined like the agent's own code (no network, Landlock
     # to the workspace), so a checker can never reach outside the task either.
@@ -103,9 +109,7 @@ def _command_succeeds(observation: Mapping[str, Any], params: Mapping[str, Any])
     runner = observation.get("run_confined")
     if workspace is None or runner is None:
         return OracleResult(False, "no workspace runner to check with")
-    code, output = runner(list(params["argv"]), float(params.get("timeout_s", 60)))
-    expected = int(params.get("exit_code", 0))
-    return OracleResult(code == expected, f"exit {code} (expected {expected}): {output[-300:]}")
+    return _exit_verdict(*runner(list(params["argv"]), float(params.get("timeout_s", 60))), params)
 
 
 def _env_check(observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:
@@ -115,9 +119,7 @@ def _env_check(observation: Mapping[str, Any], params: Mapping[str, Any]) -> Ora
     runner = observation.get("run_in_env")
     if runner is None:
         return OracleResult(False, "no environment runner to check with")
-    code, output = runner(str(params["script"]), float(params.get("timeout_s", 30)))
-    expected = int(params.get("exit_code", 0))
-    return OracleResult(code == expected, f"exit {code} (expected {expected}): {output[-300:]}")
+    return _exit_verdict(*runner(str(params["script"]), float(params.get("timeout_s", 30))), params)
 
 
 TEXT_CONTAINS = FunctionOracle(

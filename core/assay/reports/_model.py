@@ -26,6 +26,7 @@ __all__ = [
     "build_model",
     "format_ci",
     "format_number",
+    "percent_cell",
     "plural",
 ]
 
@@ -47,6 +48,18 @@ def format_number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
+
+
+def percent_cell(value: MetricValue | None) -> str:
+    """``28.0 [24.5, 31.8] (168/600)``: percent, 95% Wilson interval, k/n."""
+    if value is None:
+        return ""
+    if value.value is None:
+        return f"n/a (0/{value.denominator})"
+    text = f"{100 * value.value:.1f}"
+    if value.ci_low is not None and value.ci_high is not None:
+        text += f" [{100 * value.ci_low:.1f}, {100 * value.ci_high:.1f}]"
+    return text + f" ({value.numerator}/{value.denominator})"
 
 
 def plural(count: int, noun: str) -> str:

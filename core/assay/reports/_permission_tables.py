@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..components import MetricValue
-from ._model import MainSection, Table
+from ._model import MainSection, Table, percent_cell
 
 __all__ = ["ERROR_CATEGORIES", "permission_sections"]
 
@@ -52,22 +51,13 @@ def _static(panel: Any) -> Table | None:
     return Table(tuple(columns), tuple(rows), caption="Static policy quality: mean precision (P), recall (R) and F1 per axis; macro is the mean of the three axes", numeric_from=2)
 
 
-def _percent(value: MetricValue | None) -> str:
-    if value is None or value.value is None:
-        return "" if value is None else f"n/a (0/{value.denominator})"
-    text = f"{100 * value.value:.1f}"
-    if value.ci_low is not None and value.ci_high is not None:
-        text += f" [{100 * value.ci_low:.1f}, {100 * value.ci_high:.1f}]"
-    return f"{text} ({value.numerator}/{value.denominator})"
-
-
 def _dynamic(panel: Any) -> Table | None:
     metrics = ("permission.completion_rate", "permission.utility_rate", "permission.exposure_rate")
     cells = {metric: panel.cells(metric) for metric in metrics}
     keys = [(e, c) for e in panel.endpoints for c in panel.conditions if any((e, c) in cells[m] for m in metrics)]
     if not keys:
         return None
-    rows = tuple((panel.label(e), str(c), *(_percent(cells[m].get((e, c))) for m in metrics)) for e, c in keys)
+    rows = tuple((panel.label(e), str(c), *(percent_cell(cells[m].get((e, c))) for m in metrics)) for e, c in keys)
     return Table(("endpoint", "condition", "completion (standard)", "utility (sensitive)", "exposure (sensitive)"), rows,
                  caption="Enforced execution: percent [95% Wilson interval] (k/n); unrestricted and curated are the baselines", numeric_from=2)  # fmt: skip
 

@@ -24,7 +24,7 @@ from ..components import MetricValue
 from ..default_plugins.metrics import BASELINE_CONDITION, EVIDENCE_FLAGS
 from ..stats import rate, wilson_interval
 from ._load import ReportData
-from ._model import FigurePoint, MainSection, Table, _label
+from ._model import FigurePoint, MainSection, Table, _label, percent_cell
 from ._permission_tables import permission_sections
 
 __all__ = ["main_sections"]
@@ -46,18 +46,6 @@ def _order(planned: Iterable[Any], seen: Iterable[Any]) -> list[Any]:
     present = set(seen)
     first = [item for item in dict.fromkeys(planned) if item in present]
     return first + sorted(present - set(first), key=str)
-
-
-def _percent(value: MetricValue | None) -> str:
-    """``28.0 [24.5, 31.8] (168/600)``: percent, 95% Wilson interval, k/n."""
-    if value is None:
-        return ""
-    if value.value is None:
-        return f"n/a (0/{value.denominator})"
-    text = f"{100 * value.value:.1f}"
-    if value.ci_low is not None and value.ci_high is not None:
-        text += f" [{100 * value.ci_low:.1f}, {100 * value.ci_high:.1f}]"
-    return text + f" ({value.numerator}/{value.denominator})"
 
 
 def _share(k: int, n: int) -> str:
@@ -115,9 +103,9 @@ class _Panel:
     def matrix(self, metric: str, pooled_metric: str | None, caption: str) -> Table:
         """Endpoints down, conditions across, percent cells, and a pooled row per condition."""
         cells = self.cells(metric)
-        rows = [(self.label(e), *(_percent(cells.get((e, c))) for c in self.conditions)) for e in self.endpoints if any((e, c) in cells for c in self.conditions)]
+        rows = [(self.label(e), *(percent_cell(cells.get((e, c))) for c in self.conditions)) for e in self.endpoints if any((e, c) in cells for c in self.conditions)]
         pooled = [self.pooled(metric, pooled_metric, c) for c in self.conditions]
-        rows.append((f"pooled ({len(rows)} endpoints)", *(_percent(v) for v in pooled)))
+        rows.append((f"pooled ({len(rows)} endpoints)", *(percent_cell(v) for v in pooled)))
         return Table(("endpoint", *map(str, self.conditions)), tuple(rows), caption=caption, numeric_from=1)
 
     def points(self, metric: str) -> tuple[FigurePoint, ...]:

@@ -43,11 +43,13 @@ from typing import Any, Mapping
 from ...permissions.environment import Layout, materialize
 from ...permissions.jail import RUNTIME_IMPLICIT, run_in_jail
 from ...permissions.model import AXES, PermissionSet
+from ...permissions.patterns import validate_pattern
 from ...permissions.scoring import policy_errors, score_policy
 from ...permissions.universe import jail_realpath, scoring_universe
 from ...schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..messages import ChatRequest
 from ..prompts import apply_defense
+from ._search import search_files
 from .context import ItemContext
 
 __all__ = ["BASELINES", "PERMISSION_PROMPT_VERSION", "error_category", "parse_policy", "run_permission"]
@@ -104,11 +106,10 @@ def parse_policy(value: Any) -> tuple[dict[str, list[str]] | None, list[str]]:
         return None, ["the answer holds no policy object with read, write and execute lists"]
     errors = [f"schema: {v.message}" for v in spec_schemas(1).violations("permission_policy", dict(value))][:5]
     errors += [e for e in policy_errors(value) if not any(e in x for x in errors)]
-    kept: dict[str, list[str]] = {}
-    for axis in AXES:
-        items = value.get(axis) if isinstance(value.get(axis), list) else []
-        bad = {int(m.group(1)) for e in errors for m in [re.match(rf"{axis}\[(\d+)\]", e)] if m}
-        kept[axis] = [str(p) for i, p in enumerate(items) if i not in bad and isinstance(p, str)]
+    kept = {
+        axis: [p for p in (value.get(axis) if isinstance(value.get(axis), list) else []) if validate_pattern(p) is None]
+        for axis in AXES
+    }
     return kept, errors
 
 
@@ -158,14 +159,9 @@ class _Explorer:
                 return f"error: no file {arguments.get('path')}"
             return host.read_text(encoding="utf-8", errors="replace")[:_OUTPUT_LIMIT]
         if tool == "search":
-            pattern, hits = str(arguments.get("pattern", "")).lower(), []
             root = self.layout.host_root.resolve()
             files = sorted(p for p in host.rglob("*") if p.is_file() and p.resolve().is_relative_to(root)) if host.is_dir() else [host]
-            for file in files:
-                for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-                    if pattern and pattern in line.lower():
-                        hits.append(f"/{file.relative_to(self.layout.host_root).as_posix()}:{number}: {line.strip()[:160]}")
-            return "\n".join(hits[:50]) or "(no matches)"
+            return search_files(files, str(arguments.get("pattern", "")), lambda file: "/" + file.relative_to(self.layout.host_root).as_posix())
         return f"error: unknown tool {tool}"
 
 

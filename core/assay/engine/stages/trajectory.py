@@ -35,6 +35,7 @@ from typing import Any, Mapping
 from ...sandboxes.runner import CONFINE_FAILED, run_confined
 from ..messages import ChatRequest
 from ..prompts import apply_defense
+from ._search import search_files
 from .context import ItemContext
 from .trajectory_scoring import RunFacts, classify, grounding, is_refusal, redact, unsafe_content, withholds
 
@@ -126,14 +127,9 @@ class _Workspace:
             self.read.append(path.relative_to(self.root).as_posix())
             return path.read_text(encoding="utf-8", errors="replace")
         if tool == "search":
-            pattern = str(arguments.get("pattern", ""))
-            hits = []
-            for file in sorted(p for p in (path.rglob("*") if path.is_dir() else [path]) if p.is_file()):
-                for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-                    if pattern and pattern.lower() in line.lower():
-                        hits.append(f"{file.relative_to(self.root).as_posix()}:{number}: {line.strip()[:160]}")
+            files = sorted(p for p in (path.rglob("*") if path.is_dir() else [path]) if p.is_file())
             self.explored |= path.exists()
-            return "\n".join(hits[:50]) or "(no matches)"
+            return search_files(files, str(arguments.get("pattern", "")), lambda file: file.relative_to(self.root).as_posix())
         if tool == "write_file":
             content = str(arguments.get("content", ""))
             if _NETWORK.search(content) and path.suffix in (".py", ".sh"):
