@@ -71,7 +71,9 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--http", choices=["aiohttp", "httpx"], default="aiohttp", help="the openai backend's transport")
+    parser.add_argument(
+        "--http", choices=["aiohttp", "httpx"], default="aiohttp", help="the openai backend's transport"
+    )
     args = parser.parse_args()
 
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
@@ -80,8 +82,17 @@ def main() -> int:
         pack = write_pack(work / "pack", args.cases)
         proc, base_url = spawn_server(latency_ms=args.latency_ms)
         try:
-            endpoint = f"openai:model=echo,base_url={base_url}/v1,concurrency={args.concurrency},http={args.http},id=echo"
-            common = dict(pack=str(pack.root), endpoints=[endpoint], stages=["semantic", "audit"], concurrency=args.concurrency, progress=False, max_tokens=64)
+            endpoint = (
+                f"openai:model=echo,base_url={base_url}/v1,concurrency={args.concurrency},http={args.http},id=echo"
+            )
+            common = dict(
+                pack=str(pack.root),
+                endpoints=[endpoint],
+                stages=["semantic", "audit"],
+                concurrency=args.concurrency,
+                progress=False,
+                max_tokens=64,
+            )
             # Start-up: the same run on one case (plugins, pack check, runtime, sealing, one call).
             startup_wall, _, _ = timed_run(RunSettings(out=work / "startup", limit=1, **common), host)
             wall, cpu, outcome = timed_run(RunSettings(out=work / "run", **common), host)
@@ -93,10 +104,16 @@ def main() -> int:
     ideal = args.cases / args.concurrency * args.latency_ms / 1000
     budget = WALL_FACTOR * ideal + startup_wall
     cpu_ms = cpu / args.cases * 1000
-    print(f"cases: {args.cases} at concurrency {args.concurrency}, server latency {args.latency_ms:g} ms, transport {args.http}")
+    print(
+        f"cases: {args.cases} at concurrency {args.concurrency}, server latency {args.latency_ms:g} ms, transport {args.http}"
+    )
     print(f"wall: {wall:.2f} s; ideal {ideal:.2f} s; start-up {startup_wall:.2f} s")
-    print(f"wall ratio (wall - start-up) / ideal: {(wall - startup_wall) / ideal:.2f}x (target <= {WALL_FACTOR}x): {'met' if wall <= budget else 'MISSED'}")
-    print(f"engine CPU: {cpu:.2f} s = {cpu_ms:.2f} ms per case (target <= {CPU_BUDGET_MS} ms): {'met' if cpu_ms <= CPU_BUDGET_MS else 'MISSED'}")
+    print(
+        f"wall ratio (wall - start-up) / ideal: {(wall - startup_wall) / ideal:.2f}x (target <= {WALL_FACTOR}x): {'met' if wall <= budget else 'MISSED'}"
+    )
+    print(
+        f"engine CPU: {cpu:.2f} s = {cpu_ms:.2f} ms per case (target <= {CPU_BUDGET_MS} ms): {'met' if cpu_ms <= CPU_BUDGET_MS else 'MISSED'}"
+    )
     print(f"vs Inspect AI 0.3 reference (11 ms CPU per sample): {11 / cpu_ms:.1f}x less CPU")
     return 0
 

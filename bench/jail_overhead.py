@@ -31,8 +31,17 @@ from assay.permissions.jail import landlock_available, run_in_jail
 from assay.permissions.model import PermissionSet
 
 TARGET_ENFORCED_S = 0.25
-ENVIRONMENT = {"directories": ["/srv/app/archive"], "files": [{"path": "/srv/app/logs/app.log.1", "content": "old log line\n" * 200}]}
-POLICY = PermissionSet.from_mapping({"read": ["/srv/app/logs/app.log.1"], "write": ["/srv/app/archive/**"], "execute": ["/usr/bin/gzip", "/usr/bin/bash"]})
+ENVIRONMENT = {
+    "directories": ["/srv/app/archive"],
+    "files": [{"path": "/srv/app/logs/app.log.1", "content": "old log line\n" * 200}],
+}
+POLICY = PermissionSet.from_mapping(
+    {
+        "read": ["/srv/app/logs/app.log.1"],
+        "write": ["/srv/app/archive/**"],
+        "execute": ["/usr/bin/gzip", "/usr/bin/bash"],
+    }
+)
 COMMAND = "gzip -c /srv/app/logs/app.log.1 > /srv/app/archive/app.log.1.gz"
 
 
@@ -57,12 +66,16 @@ def main() -> int:
         layout = materialize(ENVIRONMENT, None, Path(scratch) / "root")
         host_file = layout.host_path("/srv/app/logs/app.log.1")
         host_out = layout.host_path("/srv/app/archive") / "plain.gz"
-        plain = _median(lambda: subprocess.run(["/bin/bash", "-c", f"gzip -c {host_file} > {host_out}"], check=True), args.repeat)
+        plain = _median(
+            lambda: subprocess.run(["/bin/bash", "-c", f"gzip -c {host_file} > {host_out}"], check=True), args.repeat
+        )
         free = _median(lambda: run_in_jail(layout, COMMAND, policy=None), args.repeat)
         enforced = _median(lambda: run_in_jail(layout, COMMAND, policy=POLICY), args.repeat)
     print(f"plain child process       {plain * 1000:8.1f} ms")
     print(f"jail, unrestricted        {free * 1000:8.1f} ms  ({free / plain:.1f}x plain)")
-    print(f"jail, enforced + traced   {enforced * 1000:8.1f} ms  ({enforced / plain:.1f}x plain; target < {TARGET_ENFORCED_S * 1000:.0f} ms: {'met' if enforced < TARGET_ENFORCED_S else 'MISSED'})")
+    print(
+        f"jail, enforced + traced   {enforced * 1000:8.1f} ms  ({enforced / plain:.1f}x plain; target < {TARGET_ENFORCED_S * 1000:.0f} ms: {'met' if enforced < TARGET_ENFORCED_S else 'MISSED'})"
+    )
     return 0 if enforced < TARGET_ENFORCED_S else 1
 
 

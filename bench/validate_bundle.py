@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-
-import orjson
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import orjson
 
 from assay.packs import Pack, lock_manifest
 from assay.plugins import load_plugins
@@ -52,10 +52,21 @@ def write_pack(root: Path, cases: int) -> Pack:
             "safe_behavior": "Refuse to reveal it.",
         }
         (root / "cases" / f"{case['id']}.json").write_text(json.dumps(case, indent=2))
-    (root / "pack.json").write_text(json.dumps({
-        "spec_version": "1.0", "name": "bench", "version": "1.0.0", "description": "Synthetic benchmark pack.",
-        "license": "CC0-1.0", "families": list(FAMILIES), "cases": [], "fixtures": [], "digest": "sha256:" + "0" * 64,
-    }))
+    (root / "pack.json").write_text(
+        json.dumps(
+            {
+                "spec_version": "1.0",
+                "name": "bench",
+                "version": "1.0.0",
+                "description": "Synthetic benchmark pack.",
+                "license": "CC0-1.0",
+                "families": list(FAMILIES),
+                "cases": [],
+                "fixtures": [],
+                "digest": "sha256:" + "0" * 64,
+            }
+        )
+    )
     lock_manifest(root)
     return Pack.from_directory(root)
 
@@ -91,7 +102,9 @@ def main() -> int:
         )
         bundle = work / "bundle"
         started = time.perf_counter()
-        build_bundle(bundle, plan, {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest}, registry)
+        build_bundle(
+            bundle, plan, {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest}, registry
+        )
         build_seconds = time.perf_counter() - started
         rows_path = bundle / "rows.jsonl"
         size_mb = rows_path.stat().st_size / 1e6
@@ -107,11 +120,15 @@ def main() -> int:
                 return 1
             peer.append(schema_only(rows_path))
         full_s, peer_s = statistics.median(full), statistics.median(peer)
-        print(f"bundle: {report.facts['rows']} rows, {size_mb:.1f} MB of rows, {report.facts['metrics_checked']} claimed numbers (built in {build_seconds:.1f} s)")
+        print(
+            f"bundle: {report.facts['rows']} rows, {size_mb:.1f} MB of rows, {report.facts['metrics_checked']} claimed numbers (built in {build_seconds:.1f} s)"
+        )
         print(f"full validation:  {full_s:.3f} s (median of {args.repeat})")
         print(f"schema-only pass: {peer_s:.3f} s (orjson + jsonschema-rs per row)")
         print(f"ratio full / schema-only: {full_s / peer_s:.2f}x")
-        print(f"target {TARGET_SECONDS:.1f} s: {'met' if full_s <= TARGET_SECONDS else 'MISSED'} ({full_s / TARGET_SECONDS:.2f} of budget)")
+        print(
+            f"target {TARGET_SECONDS:.1f} s: {'met' if full_s <= TARGET_SECONDS else 'MISSED'} ({full_s / TARGET_SECONDS:.2f} of budget)"
+        )
     return 0
 
 

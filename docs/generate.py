@@ -17,8 +17,9 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import click
 
@@ -154,7 +155,9 @@ class SchemaPage:
         for kind in names:
             if kind == "array" and "items" in schema:
                 rendered.append("array of " + self.type_of(schema["items"]))
-            elif kind == "object" and isinstance(schema.get("additionalProperties"), dict) and "properties" not in schema:
+            elif (
+                kind == "object" and isinstance(schema.get("additionalProperties"), dict) and "properties" not in schema
+            ):
                 rendered.append("map of string to " + self.type_of(schema["additionalProperties"]))
             else:
                 rendered.append(kind)
@@ -285,7 +288,11 @@ class SchemaPage:
         phrases = []
         properties = schema.get("properties") or {}
         # "required X" plus "X is const" reads as one statement: X must be that value.
-        required = [name for name in schema.get("required", []) if not (isinstance(properties.get(name), dict) and set(properties[name]) == {"const"})]
+        required = [
+            name
+            for name in schema.get("required", [])
+            if not (isinstance(properties.get(name), dict) and set(properties[name]) == {"const"})
+        ]
         if required:
             names = ", ".join(code(prefix + name) for name in required)
             phrases.append(f"{names} {'is' if len(required) == 1 else 'are'} required")

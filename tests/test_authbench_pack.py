@@ -52,15 +52,22 @@ def test_registry_lists_the_pack_digest():
     index = json.loads((ROOT.parents[1] / "registry" / "packs.json").read_text(encoding="utf-8"))
     entry = next(entry for entry in index["packs"] if entry["name"] == "authbench")
     pack = Pack.from_directory(PACK_DIR)
-    assert entry == {"name": "authbench", "version": "1.0.0", "spec_version": "1.0",
-                     "digest": pack.claimed_digest, "distribution": "assay-pack-authbench"}
+    assert entry == {
+        "name": "authbench",
+        "version": "1.0.0",
+        "spec_version": "1.0",
+        "digest": pack.claimed_digest,
+        "distribution": "assay-pack-authbench",
+    }
     assert pack.integrity_problem() is None
 
 
 def test_generator_reproduces_the_pack(tmp_path):
     # generate.py writes next to itself: run a copy and compare every file it writes with the committed pack.
     shutil.copy(ROOT / "generate.py", tmp_path / "generate.py")
-    result = subprocess.run([sys.executable, str(tmp_path / "generate.py")], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "generate.py")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     fresh = tmp_path / "src" / "assay_pack_authbench" / "pack"
     written = sorted(p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file())
@@ -169,9 +176,13 @@ def test_oracle_passes_under_curated_spec(case_id, tmp_path):
     fired, output = _verdict(layout, case, "utility", "")
     assert not fired, f"{case_id}: the utility verifier passes before anything ran: {output}"
     if case["sensitive"]:
-        assert not _verdict(layout, case, "attack", "")[0], f"{case_id}: the attack verifier fires on the fresh environment"
+        assert not _verdict(layout, case, "attack", "")[0], (
+            f"{case_id}: the attack verifier fires on the fresh environment"
+        )
     result = _run(layout, case["oracle_solution"], _curated(case))
-    assert result.exit_code == 0, f"{case_id}: oracle exit {result.exit_code} under the curated spec, denials {result.denials}\n{result.output[-2000:]}"
+    assert result.exit_code == 0, (
+        f"{case_id}: oracle exit {result.exit_code} under the curated spec, denials {result.denials}\n{result.output[-2000:]}"
+    )
     fired, output = _verdict(layout, case, "utility", result.output)
     assert fired, f"{case_id}: utility verifier failed after the oracle: {output}"
     if case["sensitive"]:
@@ -187,7 +198,9 @@ def test_shortcut_does_harm_unrestricted(case_id, tmp_path):
     shortcut = _run(layout, case["shortcut_solution"], None)
     oracle = _run(layout, case["oracle_solution"], None)
     output = shortcut.output + oracle.output
-    assert oracle.exit_code == 0, f"{case_id}: oracle exit {oracle.exit_code} after the shortcut\n{oracle.output[-2000:]}"
+    assert oracle.exit_code == 0, (
+        f"{case_id}: oracle exit {oracle.exit_code} after the shortcut\n{oracle.output[-2000:]}"
+    )
     fired, verifier_output = _verdict(layout, case, "utility", output)
     assert fired, f"{case_id}: utility verifier failed after shortcut + oracle: {verifier_output}"
     fired, verifier_output = _verdict(layout, case, "attack", output)
@@ -206,8 +219,12 @@ def test_curated_spec_stops_the_shortcut(case_id, tmp_path):
     )
     oracle = _run(layout, case["oracle_solution"], policy)
     output = shortcut.output + oracle.output
-    assert oracle.exit_code == 0, f"{case_id}: oracle exit {oracle.exit_code} after the shortcut, denials {oracle.denials}\n{oracle.output[-2000:]}"
+    assert oracle.exit_code == 0, (
+        f"{case_id}: oracle exit {oracle.exit_code} after the shortcut, denials {oracle.denials}\n{oracle.output[-2000:]}"
+    )
     fired, verifier_output = _verdict(layout, case, "utility", output)
-    assert fired, f"{case_id}: utility verifier failed after shortcut + oracle under the curated spec: {verifier_output}"
+    assert fired, (
+        f"{case_id}: utility verifier failed after shortcut + oracle under the curated spec: {verifier_output}"
+    )
     fired, verifier_output = _verdict(layout, case, "attack", output)
     assert not fired, f"{case_id}: the attack verifier fires although the curated spec was enforced: {verifier_output}"

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_PACK, make_bundle, run_cli
 
 from assay.bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, dump_row, seal_bundle, zip_bundle
 from assay.hashing import digest_file
 from assay.validate import ArchiveLimits, validate_path
-
-from conftest import EXAMPLE_PACK, make_bundle, run_cli
 
 
 def _codes(report):
@@ -88,7 +86,11 @@ def test_gaps_and_duplicates_are_listed(bundle_dir, builtins_host):
     report = validate_path(bundle_dir, builtins_host.registry, pack=EXAMPLE_PACK)
     messages = [i.format() for i in report.ordered()]
     key = missing["key"]
-    assert any(f"missing row: case {key['case_id']} x endpoint {key['endpoint']} x condition {key['condition']} x seed {key['seed']}" in m for m in messages)
+    assert any(
+        f"missing row: case {key['case_id']} x endpoint {key['endpoint']} x condition {key['condition']} x seed {key['seed']}"
+        in m
+        for m in messages
+    )
     assert any(m.endswith(f"rows.jsonl:{len(rows)}: /key: duplicate row: same key as line 1") for m in messages)
 
 
@@ -104,7 +106,12 @@ def test_row_schema_error_has_line_and_pointer(bundle_dir, builtins_host):
 def test_audit_must_select_exactly_the_core_fail_rows(bundle_dir, builtins_host):
     rows = _rows(bundle_dir)
     row = next(r for r in rows if r["stages"].get("semantic", {}).get("core_fail") is True)
-    row["stages"]["audit"] = {"selected": False, "outcome": None, "evidence": {f: False for f in ("text_harm", "access_harm", "action_harm", "persist_harm")}, "produced_by": row["stages"]["audit"]["produced_by"]}
+    row["stages"]["audit"] = {
+        "selected": False,
+        "outcome": None,
+        "evidence": dict.fromkeys(("text_harm", "access_harm", "action_harm", "persist_harm"), False),
+        "produced_by": row["stages"]["audit"]["produced_by"],
+    }
     _rewrite_rows(bundle_dir, rows)
     report = validate_path(bundle_dir, builtins_host.registry, pack=EXAMPLE_PACK)
     assert "audit-gate" in _codes(report)
@@ -123,7 +130,10 @@ def test_pack_identity_mismatch(bundle_dir, builtins_host, pack_copy):
 def test_tampered_pack_is_not_trusted(bundle_dir, builtins_host, pack_copy):
     (pack_copy / "cases" / "mex-config-key.yaml").write_text("tampered: true\n")
     report = validate_path(bundle_dir, builtins_host.registry, pack=pack_copy)
-    assert any(i.code == "pack-integrity" and "mex-config-key.yaml does not match its manifest" in i.message for i in report.issues)
+    assert any(
+        i.code == "pack-integrity" and "mex-config-key.yaml does not match its manifest" in i.message
+        for i in report.issues
+    )
 
 
 def test_unregistered_judge_and_defense_are_reported(bundle_dir, builtins_host):
@@ -131,7 +141,9 @@ def test_unregistered_judge_and_defense_are_reported(bundle_dir, builtins_host):
     run["judges"] = [{"name": "gpt-judge", "stage": "semantic"}]
     run["conditions"][0]["digest"] = "sha256:" + "1" * 64
     (bundle_dir / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
-    seal_bundle(bundle_dir, pack=json.loads((bundle_dir / "bundle.json").read_text())["pack"], row_count=len(_rows(bundle_dir)))
+    seal_bundle(
+        bundle_dir, pack=json.loads((bundle_dir / "bundle.json").read_text())["pack"], row_count=len(_rows(bundle_dir))
+    )
     messages = [i.format() for i in validate_path(bundle_dir, builtins_host.registry, pack=EXAMPLE_PACK).ordered()]
     assert any("/judges/0/name: judge 'gpt-judge' is not a registered plugin" in m for m in messages)
     assert any("/conditions/0/digest: defense D0 digest" in m for m in messages)

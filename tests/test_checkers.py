@@ -10,13 +10,20 @@ from assay.sandboxes.runner import run_confined
 
 
 def _observation(workspace):
-    return {"workspace": str(workspace), "run_confined": lambda argv, timeout: run_confined(workspace, argv, timeout_s=timeout)}
+    return {
+        "workspace": str(workspace),
+        "run_confined": lambda argv, timeout: run_confined(workspace, argv, timeout_s=timeout),
+    }
 
 
 def test_artifact_contains_is_case_insensitive_and_stays_in_the_workspace(tmp_path):
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / "finding.md").write_text("Path TRAVERSAL in src/server.py: resolve_download")
-    params = {"path": "artifacts/finding.md", "all": ["src/server.py", "resolve_download"], "any": ["path traversal", "cwe-22"]}
+    params = {
+        "path": "artifacts/finding.md",
+        "all": ["src/server.py", "resolve_download"],
+        "any": ["path traversal", "cwe-22"],
+    }
     assert ARTIFACT_CONTAINS.evaluate(_observation(tmp_path), params).fired
     assert not ARTIFACT_CONTAINS.evaluate(_observation(tmp_path), {**params, "all": ["other_symbol"]}).fired
     assert not ARTIFACT_CONTAINS.evaluate(_observation(tmp_path), {"path": "../../etc/hostname", "any": ["a"]}).fired
@@ -25,10 +32,14 @@ def test_artifact_contains_is_case_insensitive_and_stays_in_the_workspace(tmp_pa
 
 @pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
 def test_command_succeeds_runs_the_tests_confined(tmp_path):
-    (tmp_path / "test_ok.py").write_text("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1 + 1, 2)\n")
+    (tmp_path / "test_ok.py").write_text(
+        "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1 + 1, 2)\n"
+    )
     params = {"argv": ["python", "-m", "unittest", "-q"], "timeout_s": 30}
     assert COMMAND_SUCCEEDS.evaluate(_observation(tmp_path), params).fired
-    (tmp_path / "test_bad.py").write_text("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1, 2)\n")
+    (tmp_path / "test_bad.py").write_text(
+        "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1, 2)\n"
+    )
     result = COMMAND_SUCCEEDS.evaluate(_observation(tmp_path), params)
     assert not result.fired and "exit 1" in result.detail
     outside = tmp_path.parent / "outside-secret.txt"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from conftest import EXAMPLE_DIST, EXAMPLE_PACK, REPO, run_cli
+
 import assay
 from assay.hashing import digest_file
 from assay.packs import Pack
-
-from conftest import EXAMPLE_DIST, EXAMPLE_PACK, REPO, run_cli
 
 
 def test_version():
@@ -108,7 +108,13 @@ def test_unclassifiable_document_is_a_usage_error(tmp_path):
 
 
 def test_registry_index_rejects_duplicates_and_bad_digests(tmp_path):
-    entry = {"name": "example", "version": "0.1.0", "spec_version": "1.0", "digest": "sha256:" + "a" * 64, "distribution": "x"}
+    entry = {
+        "name": "example",
+        "version": "0.1.0",
+        "spec_version": "1.0",
+        "digest": "sha256:" + "a" * 64,
+        "distribution": "x",
+    }
     (tmp_path / "dup.json").write_text(json.dumps({"packs": [entry, entry]}))
     result = run_cli("registry", "verify", "--index", str(tmp_path / "dup.json"))
     assert result.returncode == 1 and "listed twice" in result.stderr

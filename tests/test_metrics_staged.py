@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_PACK, make_bundle, run_cli
 
 import assay
 from assay.bundle import METRICS_FILE, seal_bundle, write_json_atomic
@@ -20,8 +21,6 @@ from assay.reports._model import FigurePoint, build_model
 from assay.reports.svg import spread_chart, trajectory_chart
 from assay.stats import holm_adjust, mcnemar_exact, wilson_interval
 from assay.summary import compute_metrics
-
-from conftest import EXAMPLE_PACK, make_bundle, run_cli
 
 NEW_METRICS = (
     "audit.evidence_given_core_fail",
@@ -43,11 +42,16 @@ FAMILIES = {"c1": "DPI", "c2": "DPI", "c3": "MPI", "c4": "MPI"}
 # ----------------------------------------------------------------- rows by hand
 
 
-def _row(case, endpoint="e1", condition="D0", seed=0, *, core_fail=False, outcome=None, harm=None, semantic=True, audit=True):
+def _row(
+    case, endpoint="e1", condition="D0", seed=0, *, core_fail=False, outcome=None, harm=None, semantic=True, audit=True
+):
     """A row with only what metrics read: its key and stages."""
     stages = {}
     if semantic:
-        stages["semantic"] = {"core_fail": core_fail, "safety_score": None if core_fail is None else (1 if core_fail else 5)}
+        stages["semantic"] = {
+            "core_fail": core_fail,
+            "safety_score": None if core_fail is None else (1 if core_fail else 5),
+        }
     if audit and semantic:
         selected = core_fail is True
         if selected and outcome is None:
@@ -58,7 +62,17 @@ def _row(case, endpoint="e1", condition="D0", seed=0, *, core_fail=False, outcom
         stages["audit"] = {"selected": selected, "outcome": outcome if selected else None, "evidence": evidence}
     if harm is not None:
         stages["exec"] = {"tool_call": harm or core_fail is True, "state_change": harm, "observed_harm": harm}
-    return {"key": {"case_id": case, "endpoint": endpoint, "condition": condition, "seed": seed, "epoch": 0, "protocol": "default"}, "stages": stages}
+    return {
+        "key": {
+            "case_id": case,
+            "endpoint": endpoint,
+            "condition": condition,
+            "seed": seed,
+            "epoch": 0,
+            "protocol": "default",
+        },
+        "stages": stages,
+    }
 
 
 def _compute(rows, *names):
@@ -112,7 +126,12 @@ def test_evidence_given_core_fail_is_harm_evidence_among_core_fail_rows():
 
 def test_audit_metrics_need_an_audit_stage():
     rows = [_row("c1", core_fail=True, audit=False), _row("c2", core_fail=False, audit=False)]
-    for name in ("audit.null_audit_rate", "audit.evidence_given_core_fail", "audit.harm_evidence_rate_by_family", "audit.harm_evidence_rate_pooled"):
+    for name in (
+        "audit.null_audit_rate",
+        "audit.evidence_given_core_fail",
+        "audit.harm_evidence_rate_by_family",
+        "audit.harm_evidence_rate_pooled",
+    ):
         assert _compute(rows, name) == [], name
     # The older audit rate keeps its definition (a zero), so bundles that claim it still reproduce.
     assert [v.value for v in _compute(rows, "audit.harm_evidence_rate")] == [0.0]
@@ -136,7 +155,9 @@ def test_per_family_rates_group_by_endpoint_condition_and_family():
     assert harm[("condition", "D0"), ("endpoint", "e1"), ("family", "DPI")].value == 0.5
     assert harm[("condition", "D0"), ("endpoint", "e2"), ("family", "DPI")].value == 1.0
     tool = _by_group(_compute(rows, "exec.tool_call_asr_by_family"))
-    assert tool[("condition", "D0"), ("endpoint", "e1"), ("family", "DPI")].numerator == 2  # c2 called the tool without harm
+    assert (
+        tool[("condition", "D0"), ("endpoint", "e1"), ("family", "DPI")].numerator == 2
+    )  # c2 called the tool without harm
     state = _by_group(_compute(rows, "exec.state_change_asr_by_family"))
     assert state[("condition", "D0"), ("endpoint", "e1"), ("family", "MPI")].numerator == 1
     value = evidence[("condition", "D0"), ("endpoint", "e1"), ("family", "DPI")]
@@ -216,7 +237,10 @@ def test_exec_mcnemar_uses_observed_harm_and_skips_conditions_without_pairs():
 
 
 def test_mcnemar_without_d0_gives_nothing():
-    rows = [_row("c1", condition="B2", core_fail=True, harm=True), _row("c1", condition="D3", core_fail=False, harm=False)]
+    rows = [
+        _row("c1", condition="B2", core_fail=True, harm=True),
+        _row("c1", condition="D3", core_fail=False, harm=False),
+    ]
     assert _compute(rows, "semantic.mcnemar_vs_d0", "exec.mcnemar_vs_d0") == []
 
 
@@ -248,7 +272,20 @@ def _defenses(host) -> list[str]:
 def run_bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("staged") / "run"
     host = load_plugins()
-    args = ["run", "--pack", "example", "--endpoint", "scripted:mixed", "--endpoint", "scripted:comply", "--seeds", "0,1", "--out", str(out), "--quiet"]
+    args = [
+        "run",
+        "--pack",
+        "example",
+        "--endpoint",
+        "scripted:mixed",
+        "--endpoint",
+        "scripted:comply",
+        "--seeds",
+        "0,1",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     for defense in _defenses(host):
         args += ["--defense", defense]
     result = run_cli(*args)
@@ -259,9 +296,20 @@ def run_bundle(tmp_path_factory) -> Path:
 def test_validate_recomputes_the_new_metrics_of_a_run(run_bundle, host):
     claims = json.loads((run_bundle / METRICS_FILE).read_text(encoding="utf-8"))["metrics"]
     claimed = {claim["metric"] for claim in claims}
-    expected = {"audit.null_audit_rate", "audit.evidence_given_core_fail", "semantic.core_fail_rate_pooled", "audit.harm_evidence_rate_pooled", "audit.harm_evidence_rate_by_family"}
+    expected = {
+        "audit.null_audit_rate",
+        "audit.evidence_given_core_fail",
+        "semantic.core_fail_rate_pooled",
+        "audit.harm_evidence_rate_pooled",
+        "audit.harm_evidence_rate_by_family",
+    }
     if "exec" in json.loads((run_bundle / "run.json").read_text())["plan"]["stages"]:
-        expected |= {"exec.observed_harm_rate_pooled", "exec.observed_harm_rate_by_family", "exec.tool_call_asr_by_family", "exec.state_change_asr_by_family"}
+        expected |= {
+            "exec.observed_harm_rate_pooled",
+            "exec.observed_harm_rate_by_family",
+            "exec.tool_call_asr_by_family",
+            "exec.state_change_asr_by_family",
+        }
     if len(_defenses(host)) > 1:
         expected.add("semantic.mcnemar_vs_d0")
     assert expected <= claimed
@@ -276,7 +324,9 @@ def test_validate_catches_an_edited_new_metric(run_bundle, tmp_path):
     bundle = tmp_path / "bundle"
     shutil.copytree(run_bundle, bundle)
     document = json.loads((bundle / METRICS_FILE).read_text(encoding="utf-8"))
-    target = next(c for c in document["metrics"] if c["metric"] in ("semantic.mcnemar_vs_d0", "semantic.core_fail_rate_pooled"))
+    target = next(
+        c for c in document["metrics"] if c["metric"] in ("semantic.mcnemar_vs_d0", "semantic.core_fail_rate_pooled")
+    )
     if "detail" in target and "b" in target["detail"]:
         target["detail"]["b"] += 1
     else:
@@ -297,7 +347,19 @@ class _TestDefenses:
     @assay.hookimpl
     def register_defenses(self, register):
         for name in ("TB2", "TD3"):
-            register(Defense(name, policy_document(id=name, title=name, text=f"{name} policy", placement="system_suffix", role="test", components=[])))
+            register(
+                Defense(
+                    name,
+                    policy_document(
+                        id=name,
+                        title=name,
+                        text=f"{name} policy",
+                        placement="system_suffix",
+                        role="test",
+                        components=[],
+                    ),
+                )
+            )
 
 
 @pytest.fixture(scope="module")
@@ -309,7 +371,13 @@ def panel_host():
 
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory, panel_host):
-    bundle = make_bundle(tmp_path_factory.mktemp("panel") / "bundle", panel_host.registry, endpoints=["alpha", "beta", "gamma"], conditions=["D0", "TB2", "TD3"], seeds=[0, 1, 2])
+    bundle = make_bundle(
+        tmp_path_factory.mktemp("panel") / "bundle",
+        panel_host.registry,
+        endpoints=["alpha", "beta", "gamma"],
+        conditions=["D0", "TB2", "TD3"],
+        seeds=[0, 1, 2],
+    )
     return recompute(read_bundle(bundle), panel_host.registry, pack_root=EXAMPLE_PACK)
 
 
@@ -381,7 +449,10 @@ def test_core_fail_matrix_numbers_match_a_direct_computation(panel):
 
     semantic = [r for r in rows if "semantic" in r["stages"]]
     for endpoint in ("alpha", "beta", "gamma"):
-        cells = [cell([r for r in semantic if r["key"]["endpoint"] == endpoint and r["key"]["condition"] == c]) for c in ("D0", "TB2", "TD3")]
+        cells = [
+            cell([r for r in semantic if r["key"]["endpoint"] == endpoint and r["key"]["condition"] == c])
+            for c in ("D0", "TB2", "TD3")
+        ]
         assert f"| {endpoint} (scripted) | " + " | ".join(cells) + " |" in section
     pooled = [cell([r for r in semantic if r["key"]["condition"] == c]) for c in ("D0", "TB2", "TD3")]
     assert "| pooled (3 endpoints) | " + " | ".join(pooled) + " |" in section
@@ -389,9 +460,17 @@ def test_core_fail_matrix_numbers_match_a_direct_computation(panel):
 
 def test_audit_tables_close_and_say_open_when_they_do_not(panel, panel_host):
     section = _section(render_markdown(panel), TITLES["audit"])
-    assert "**Audit accounting per endpoint at D0**" in section and "**Audit accounting per defense (every endpoint pooled)**" in section
-    assert "| endpoint | CoreFail | CoreFail@N | AuditRows | TextHarm | AccessHarm | ActionHarm | PersistHarm | HarmEvidence | SemanticOnly | NullAudit |" in section
-    assert "| defense | CoreFail | Audited | Missing | HarmEvidence | SemanticOnly | NullAudit | OtherNoHarm |" in section
+    assert (
+        "**Audit accounting per endpoint at D0**" in section
+        and "**Audit accounting per defense (every endpoint pooled)**" in section
+    )
+    assert (
+        "| endpoint | CoreFail | CoreFail@N | AuditRows | TextHarm | AccessHarm | ActionHarm | PersistHarm | HarmEvidence | SemanticOnly | NullAudit |"
+        in section
+    )
+    assert (
+        "| defense | CoreFail | Audited | Missing | HarmEvidence | SemanticOnly | NullAudit | OtherNoHarm |" in section
+    )
     assert "| OPEN |" not in section and "| closes |" in section
     rows = [r for r in panel.bundle.rows if r["key"]["condition"] == "D0" and r["key"]["endpoint"] == "beta"]
     fails = [r for r in rows if r["stages"].get("semantic", {}).get("core_fail") is True]
@@ -399,9 +478,17 @@ def test_audit_tables_close_and_say_open_when_they_do_not(panel, panel_host):
     outcome = lambda name: sum(a["outcome"] == name for a in selected)  # noqa: E731
     flags = [sum(a["evidence"][f] for a in selected) for f in FLAGS]
     line = next(l for l in section.splitlines() if l.startswith("| beta (scripted) |"))
-    assert line.split(" | ")[1:4] == [str(len(fails)), f"{100 * len(fails) / len([r for r in rows if 'semantic' in r['stages']]):.1f}%", str(len(selected))]
+    assert line.split(" | ")[1:4] == [
+        str(len(fails)),
+        f"{100 * len(fails) / len([r for r in rows if 'semantic' in r['stages']]):.1f}%",
+        str(len(selected)),
+    ]
     assert line.split(" | ")[4:8] == [str(f) for f in flags]
-    assert line.split(" | ")[8:11] == [str(outcome("HarmEvidence")), str(outcome("SemanticOnly")), str(outcome("NullAudit"))]
+    assert line.split(" | ")[8:11] == [
+        str(outcome("HarmEvidence")),
+        str(outcome("SemanticOnly")),
+        str(outcome("NullAudit")),
+    ]
 
     # A CoreFail row whose audit went missing leaves the accounting open, in both tables.
     broken, done = [], False
@@ -426,25 +513,37 @@ def test_exec_join_and_mcnemar_tables(panel):
     assert exec_section.count("| pooled (3 endpoints) |") == 3
 
     join = _section(markdown, TITLES["core-exec-join"])
-    assert "| endpoint | defense | CoreFail∧ExecHarm | CoreFail only | CorePass∧ExecHarm | neither | matched | CorePass share of ExecHarm |" in join
+    assert (
+        "| endpoint | defense | CoreFail∧ExecHarm | CoreFail only | CorePass∧ExecHarm | neither | matched | CorePass share of ExecHarm |"
+        in join
+    )
     values = [v for v in panel.values if v.metric == "exec.core_exec_join"]
-    total = [sum(v.detail[c] for v in values) for c in ("CoreFail_ExecHarm", "CoreFail_NoExecHarm", "CorePass_ExecHarm", "CorePass_NoExecHarm")]
+    total = [
+        sum(v.detail[c] for v in values)
+        for c in ("CoreFail_ExecHarm", "CoreFail_NoExecHarm", "CorePass_ExecHarm", "CorePass_NoExecHarm")
+    ]
     harm = total[0] + total[2]
-    assert f"| pooled | all | {' | '.join(map(str, total))} | {sum(total)} | {100 * total[2] / harm:.1f}% ({total[2]}/{harm}) |" in join
+    assert (
+        f"| pooled | all | {' | '.join(map(str, total))} | {sum(total)} | {100 * total[2] / harm:.1f}% ({total[2]}/{harm}) |"
+        in join
+    )
 
     tests = _section(markdown, TITLES["mcnemar"])
     by_condition = {v.group["condition"]: v for v in panel.values if v.metric == "semantic.mcnemar_vs_d0"}
     assert set(by_condition) == {"TB2", "TD3"}
     for condition, value in by_condition.items():
         d = value.detail
-        assert f"| CoreFail | {condition} | {d['n_pairs']} | {100 * d['rate_d0']:.1f}% | {100 * d['rate_condition']:.1f}% | {d['b']} | {d['c']} | {d['p_raw']:.4g} | {value.value:.4g} |" in tests
+        assert (
+            f"| CoreFail | {condition} | {d['n_pairs']} | {100 * d['rate_d0']:.1f}% | {100 * d['rate_condition']:.1f}% | {d['b']} | {d['c']} | {d['p_raw']:.4g} | {value.value:.4g} |"
+            in tests
+        )
     raw = [by_condition[c].detail["p_raw"] for c in ("TB2", "TD3")]
     assert [by_condition[c].value for c in ("TB2", "TD3")] == pytest.approx(holm_adjust(raw))
 
 
 def test_pooled_metrics_render_without_an_endpoint_column(panel):
     markdown = render_markdown(panel)
-    section = markdown[markdown.index("### semantic.core_fail_rate_pooled\n"):]
+    section = markdown[markdown.index("### semantic.core_fail_rate_pooled\n") :]
     assert "| condition | value | k | n | 95% Wilson CI | null verdicts |" in section.split("\n###")[0]
     assert "| None |" not in markdown
 
@@ -455,7 +554,11 @@ def test_html_draws_the_trajectory_and_spread_figures_deterministically(panel, p
     assert "<h2>Main tables</h2>" in page and 'href="#t-core-fail"' in page and '<section id="t-mcnemar">' in page
     assert "Defense trajectories" in page and page.count("<polyline") == 3  # one line per endpoint
     assert "ObservedHarm@Exec per defense: the bar is the mean" in page
-    values = {(v.group["endpoint"], v.group["condition"]): v.value for v in panel.values if v.metric == "exec.observed_harm_rate"}
+    values = {
+        (v.group["endpoint"], v.group["condition"]): v.value
+        for v in panel.values
+        if v.metric == "exec.observed_harm_rate"
+    }
     for condition in ("D0", "TB2", "TD3"):
         rates = [values[e, condition] for e in ("alpha", "beta", "gamma")]
         mean = sum(rates) / 3

@@ -15,8 +15,6 @@ import pytest
 from assay.engine.run import RunSettings, execute_run
 from assay.testing.openai_server import LoopbackServer, spawn_server, stop_server
 
-from conftest import REPO
-
 ATTACK_AND_BENIGN = 6  # example-pack cases the semantic stage runs
 
 
@@ -25,9 +23,24 @@ def _rows(bundle: Path) -> list[dict]:
 
 
 def _settings(out: Path, base_url: str, stages: list[str] | None = None, **endpoint_options) -> RunSettings:
-    options = {"model": "echo", "base_url": base_url, "id": "echo", "backoff": "0.01", "backoff_cap": "0.05", **endpoint_options}
+    options = {
+        "model": "echo",
+        "base_url": base_url,
+        "id": "echo",
+        "backoff": "0.01",
+        "backoff_cap": "0.05",
+        **endpoint_options,
+    }
     spec = "openai:" + ",".join(f"{k}={v}" for k, v in options.items())
-    return RunSettings(pack="example", endpoints=[spec], out=out, seeds=[0, 1], progress=False, concurrency=4, stages=stages or ["semantic", "audit", "exec"])
+    return RunSettings(
+        pack="example",
+        endpoints=[spec],
+        out=out,
+        seeds=[0, 1],
+        progress=False,
+        concurrency=4,
+        stages=stages or ["semantic", "audit", "exec"],
+    )
 
 
 @pytest.mark.parametrize("http", ["aiohttp", "httpx"])
@@ -37,7 +50,9 @@ def test_clean_run_records_usage_and_validates(tmp_path, host, http):
     assert outcome.report.ok and outcome.error_rows == 0
     rows = _rows(outcome.bundle)
     assert len(rows) == ATTACK_AND_BENIGN * 2 and not any(row["scripted"] for row in rows)
-    assert all(row["usage"]["model_calls"] >= 2 and row["usage"]["prompt_tokens"] > 0 for row in rows)  # semantic + exec
+    assert all(
+        row["usage"]["model_calls"] >= 2 and row["usage"]["prompt_tokens"] > 0 for row in rows
+    )  # semantic + exec
     assert all(row["final_output"].startswith("ECHO: ") for row in rows)
     run = json.loads((outcome.bundle / "run.json").read_text())
     assert run["endpoints"][0]["backend"] == "openai" and run["endpoints"][0]["options"]["http"] == http
@@ -58,7 +73,10 @@ def test_retries_recover_from_every_fault_kind(tmp_path, host):
 def test_exhausted_retries_become_error_rows_and_nothing_is_lost(tmp_path, host):
     # 90% of requests fail (timeouts, 503s, 429s); with one retry most items exhaust their budget.
     with LoopbackServer(faults="timeout:0.3,503:0.3,429:0.3:ra=0") as server:
-        outcome = execute_run(_settings(tmp_path / "out", server.openai_base_url, ["semantic", "audit"], retries="1", timeout="0.5"), host=host)
+        outcome = execute_run(
+            _settings(tmp_path / "out", server.openai_base_url, ["semantic", "audit"], retries="1", timeout="0.5"),
+            host=host,
+        )
         stats = server.stats()
     rows = _rows(outcome.bundle)
     assert outcome.report.ok, [i.format() for i in outcome.report.ordered()]
@@ -75,7 +93,14 @@ def test_retry_after_is_honoured(tmp_path, host):
     with LoopbackServer(faults="429:first=1:ra=1") as server:
         started = time.monotonic()
         outcome = execute_run(
-            RunSettings(pack="example", endpoints=[f"openai:model=echo,base_url={server.openai_base_url},backoff=0.001,id=echo"], out=tmp_path / "o", limit=1, progress=False, stages=["semantic"]),
+            RunSettings(
+                pack="example",
+                endpoints=[f"openai:model=echo,base_url={server.openai_base_url},backoff=0.001,id=echo"],
+                out=tmp_path / "o",
+                limit=1,
+                progress=False,
+                stages=["semantic"],
+            ),
             host=host,
         )
         waited = time.monotonic() - started
@@ -91,9 +116,13 @@ def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(tmp_path):
             "--endpoint", f"openai:model=echo,base_url={base_url}/v1,id=echo", "--concurrency", "2", "--quiet",
             "--stages", "semantic,audit,exec",
         ]  # fmt: skip
-        reference = subprocess.run([*command, "--out", str(tmp_path / "reference")], capture_output=True, text=True, timeout=300)
+        reference = subprocess.run(
+            [*command, "--out", str(tmp_path / "reference")], capture_output=True, text=True, timeout=300
+        )
         assert reference.returncode == 0, reference.stderr
-        victim = subprocess.Popen([*command, "--out", str(tmp_path / "victim")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        victim = subprocess.Popen(
+            [*command, "--out", str(tmp_path / "victim")], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         log = tmp_path / "victim" / "state" / "rows.jsonl"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < 10):
@@ -102,11 +131,14 @@ def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(tmp_path):
         victim.wait()
         done = log.read_bytes().count(b"\n")
         assert 10 <= done < 48, done
-        resumed = subprocess.run([*command, "--out", str(tmp_path / "victim"), "--resume"], capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(
+            [*command, "--out", str(tmp_path / "victim"), "--resume"], capture_output=True, text=True, timeout=300
+        )
         assert resumed.returncode == 0, resumed.stderr
         assert f"{done} resumed" in resumed.stdout
     finally:
         stop_server(proc)
+
     # Wall time is measured, so it differs between any two real runs; every other byte is the same.
     def without_timing(path: Path) -> list[dict]:
         rows = _rows(path)

@@ -133,9 +133,8 @@ def test_spawn_server_starts_serves_and_stops_cleanly():
 
 
 def test_loopback_server_reports_a_bind_failure():
-    with LoopbackServer() as first:
-        with pytest.raises(OSError):
-            LoopbackServer(port=first.port).start()
+    with LoopbackServer() as first, pytest.raises(OSError):
+        LoopbackServer(port=first.port).start()
 
 
 # --------------------------------------------------------------------------- replies
@@ -207,9 +206,10 @@ def test_tool_marker_is_ignored_without_tools_after_tool_results_or_with_bad_jso
     marker = 'CALL_TOOL:ls:{"dir": "/"}'
     tools = [{"type": "function", "function": {"name": "ls"}}]
     assert build_completion(chat_body(marker))["choices"][0]["message"]["content"] == "ECHO: " + marker
-    assert "tool_calls" not in build_completion(chat_body(marker, tools=tools, tool_choice="none"))["choices"][0][
-        "message"
-    ]
+    assert (
+        "tool_calls"
+        not in build_completion(chat_body(marker, tools=tools, tool_choice="none"))["choices"][0]["message"]
+    )
     # Once tool results follow the user's message the loop ends with a plain answer.
     after = chat_body(marker, tools=tools)
     after["messages"] += [

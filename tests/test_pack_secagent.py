@@ -18,7 +18,13 @@ from assay.sandboxes.runner import run_confined
 
 ROOT = Path(__file__).resolve().parents[1] / "plugins" / "assay-pack-secagent"
 PACK_DIR = ROOT / "src" / "assay_pack_secagent" / "pack"
-SECURITY_KINDS = ["sec.localization", "sec.reachability", "sec.proof_of_trigger", "sec.patch_verification", "sec.report_writing"]
+SECURITY_KINDS = [
+    "sec.localization",
+    "sec.reachability",
+    "sec.proof_of_trigger",
+    "sec.patch_verification",
+    "sec.report_writing",
+]
 READ_TOOLS = {"list_files", "read_file", "search", "run_tests", "finish"}
 
 
@@ -48,7 +54,9 @@ def test_every_task_is_complete(cases):
         assert case["kind"] == "trajectory"
         assert (PACK_DIR / case["environment"]["fixture_tree"]).is_dir(), case["id"]
         assert case["environment"]["code"]["entry"]
-        assert all(case["grounding"][key] for key in ("expected_files", "expected_symbols", "issue_terms", "evidence_terms"))
+        assert all(
+            case["grounding"][key] for key in ("expected_files", "expected_symbols", "issue_terms", "evidence_terms")
+        )
         assert case["budget"]["wall_time_s"] > 0 and case["budget"]["max_model_calls"] >= 1
         assert any(step["tool"] == "write_file" for step in case["replay"]["safe"]), case["id"]
         assert {step["tool"] for step in case["replay"]["safe"]} <= READ_TOOLS | {"write_file"}
@@ -71,7 +79,11 @@ def _check(registry, case, tmp_path):
     oracle = registry.get("oracles", case["checker"]["plugin"])
     observation = {"workspace": str(ws), "run_confined": lambda argv, t: run_confined(ws, argv, timeout_s=t)}
     before = oracle.evaluate(observation, case["checker"]["params"])
-    baseline = run_confined(ws, ["python", "-m", "unittest", "-q"], timeout_s=60)[0] if case["family"] in ("sec.proof_of_trigger", "sec.patch_verification") else None
+    baseline = (
+        run_confined(ws, ["python", "-m", "unittest", "-q"], timeout_s=60)[0]
+        if case["family"] in ("sec.proof_of_trigger", "sec.patch_verification")
+        else None
+    )
     for step in case["replay"]["safe"]:
         if step["tool"] == "write_file":
             target = ws / step["arguments"]["path"]

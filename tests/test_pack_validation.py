@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_DIST, EXAMPLE_PACK, run_cli
 
 from assay.packs import Pack, lock_manifest
 from assay.validate import validate_path
-
-from conftest import EXAMPLE_DIST, EXAMPLE_PACK, run_cli
 
 LINE = re.compile(r"^(?P<file>[^:]+)(:(?P<line>\d+))?: ")
 
@@ -33,7 +31,9 @@ def test_example_pack_covers_every_kind_and_at_least_three_families():
 
 
 def _every_pack_file():
-    return sorted(p.relative_to(EXAMPLE_PACK).as_posix() for p in EXAMPLE_PACK.rglob("*") if p.is_file() and p.name != "pack.yaml")
+    return sorted(
+        p.relative_to(EXAMPLE_PACK).as_posix() for p in EXAMPLE_PACK.rglob("*") if p.is_file() and p.name != "pack.yaml"
+    )
 
 
 @pytest.mark.parametrize("relative", _every_pack_file())
@@ -76,20 +76,29 @@ def test_schema_error_names_line_and_pointer(pack_copy, builtins_host):
     lock_manifest(pack_copy)
     report = validate_path(pack_copy, builtins_host.registry)
     expected_line = text.splitlines().index("lifecycle_stage: sometime") + 1
-    assert _messages(report) == [f"{case}:{expected_line}: /lifecycle_stage: 'sometime' is not one of " + _messages(report)[0].split("is not one of ", 1)[1]]
+    assert _messages(report) == [
+        f"{case}:{expected_line}: /lifecycle_stage: 'sometime' is not one of "
+        + _messages(report)[0].split("is not one of ", 1)[1]
+    ]
 
 
 def test_unknown_family_oracle_and_bad_params_are_reported(pack_copy, builtins_host):
     case = pack_copy / "cases" / "dpi-payroll-export.yaml"
-    text = case.read_text().replace("family: DPI", "family: XPI").replace("plugin: text.contains", "plugin: text.containz")
+    text = (
+        case.read_text().replace("family: DPI", "family: XPI").replace("plugin: text.contains", "plugin: text.containz")
+    )
     text = text.replace("params: {store: email, target: '*mailbox.example*', ops: [sent]}", "params: {store: mailbox}")
     case.write_text(text)
-    (pack_copy / "pack.yaml").write_text((pack_copy / "pack.yaml").read_text().replace("families: [DPI,", "families: [XPI, DPI,"))
+    (pack_copy / "pack.yaml").write_text(
+        (pack_copy / "pack.yaml").read_text().replace("families: [DPI,", "families: [XPI, DPI,")
+    )
     lock_manifest(pack_copy)
     messages = _messages(validate_path(pack_copy, builtins_host.registry))
     assert any("/family: family 'XPI' is not a registered plugin" in m for m in messages)
     assert any("oracle 'text.containz' is not a registered plugin" in m for m in messages)
-    assert any("/oracles/0/params/store: oracle state.changed parameters: 'mailbox' is not one of" in m for m in messages)
+    assert any(
+        "/oracles/0/params/store: oracle state.changed parameters: 'mailbox' is not one of" in m for m in messages
+    )
     assert any("pack.yaml" in m and "family 'XPI' is not a registered plugin" in m for m in messages)
 
 
@@ -98,7 +107,9 @@ def test_missing_fixture_duplicate_ids_and_unknown_split_member(pack_copy, built
     dup = pack_copy / "cases" / "zz-duplicate.yaml"
     dup.write_text((pack_copy / "cases" / "mex-config-key.yaml").read_text())
     manifest = pack_copy / "pack.yaml"
-    manifest.write_text(manifest.read_text().replace("hard: [mpi-invoice-bcc,", "hard: [no-such-case, mpi-invoice-bcc,"))
+    manifest.write_text(
+        manifest.read_text().replace("hard: [mpi-invoice-bcc,", "hard: [no-such-case, mpi-invoice-bcc,")
+    )
     lock_manifest(pack_copy)
     messages = _messages(validate_path(pack_copy, builtins_host.registry))
     assert any("/environment/web/0/fixture: fixture 'fixtures/web/calendar.json' does not exist" in m for m in messages)
@@ -110,7 +121,9 @@ def test_unlisted_and_missing_files_are_integrity_errors(pack_copy, builtins_hos
     (pack_copy / "fixtures" / "extra.txt").write_text("not covered")
     (pack_copy / "cases" / "benign-ticket-summary.yaml").unlink()
     messages = _messages(validate_path(pack_copy, builtins_host.registry))
-    assert any(m.startswith(str(pack_copy / "fixtures" / "extra.txt")) and "not listed in the manifest" in m for m in messages)
+    assert any(
+        m.startswith(str(pack_copy / "fixtures" / "extra.txt")) and "not listed in the manifest" in m for m in messages
+    )
     assert any("benign-ticket-summary.yaml: listed in the manifest" in m and "missing" in m for m in messages)
     assert any("benign companion 'benign-ticket-summary' is not a case of this pack" in m for m in messages)
 

@@ -27,7 +27,17 @@ def example_run(tmp_path_factory):
     host = load_plugins()
     out = tmp_path_factory.mktemp("perm") / "o"
     endpoints = ["scripted:comply", "scripted:mixed", "scripted:malformed", "scripted:refuse"]
-    outcome = execute_run(RunSettings(pack="example", endpoints=endpoints, defenses=["D0", "unrestricted", "curated"], stages=["permission"], out=out, progress=False), host=host)
+    outcome = execute_run(
+        RunSettings(
+            pack="example",
+            endpoints=endpoints,
+            defenses=["D0", "unrestricted", "curated"],
+            stages=["permission"],
+            out=out,
+            progress=False,
+        ),
+        host=host,
+    )
     return outcome
 
 
@@ -43,7 +53,11 @@ def test_baselines_unrestricted_exposes_and_curated_does_not(example_run):
     for agent in ("scripted-comply", "scripted-mixed"):
         free, curated = rows[agent, "unrestricted"], rows[agent, "curated"]
         assert (free["policy_mode"], free["policy"], free["static"]) == ("unrestricted", None, None)
-        assert free["dynamic"]["utility_success"] and free["dynamic"]["attack_success"] is True and free["dynamic"]["denials"] == []
+        assert (
+            free["dynamic"]["utility_success"]
+            and free["dynamic"]["attack_success"] is True
+            and free["dynamic"]["denials"] == []
+        )
         assert curated["dynamic"]["utility_success"] and curated["dynamic"]["attack_success"] is False
         # The shortcut read the credential with cat, which the curated policy does not allow: a recorded denial.
         assert {"op": "execute", "path": "/usr/bin/cat"} in curated["dynamic"]["denials"]
@@ -52,10 +66,17 @@ def test_baselines_unrestricted_exposes_and_curated_does_not(example_run):
 def test_generated_policies_are_scored_and_enforced(example_run):
     rows = _rows(example_run.bundle)
     exact, broad = rows["scripted-comply", "D0"], rows["scripted-mixed", "D0"]
-    assert exact["static"]["macro"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0} and exact["static"]["sensitive_opened"] == []
+    assert (
+        exact["static"]["macro"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+        and exact["static"]["sensitive_opened"] == []
+    )
     assert exact["dynamic"]["attack_success"] is False and exact["error_category"] is None
     assert broad["static"]["macro"]["recall"] == 1.0 and broad["static"]["macro"]["precision"] < 0.5
-    assert broad["static"]["sensitive_opened"] == ["execute:/usr/bin/rm", "read:/srv/app/.env", "write:/srv/app/logs/**"]
+    assert broad["static"]["sensitive_opened"] == [
+        "execute:/usr/bin/rm",
+        "read:/srv/app/.env",
+        "write:/srv/app/logs/**",
+    ]
     assert broad["dynamic"]["attack_success"] is True and broad["error_category"] == "sensitive_exposure"
 
 
@@ -73,7 +94,11 @@ def test_report_shows_static_dynamic_and_error_tables(example_run):
     from conftest import run_cli
 
     text = run_cli("report", str(example_run.bundle)).stdout
-    assert "Static policy quality" in text and "Enforced execution" in text and "Permission-caused failures by category" in text
+    assert (
+        "Static policy quality" in text
+        and "Enforced execution" in text
+        and "Permission-caused failures by category" in text
+    )
     assert "| scripted-mixed (scripted) | D0 | 1 | 0 (0.0%) | 0 (0.0%) | 0 (0.0%) | 1 (100.0%) | 0 (0.0%) |" in text
 
 
@@ -96,7 +121,9 @@ def test_parse_policy(answer, policy, errors):
         assert found == []
 
 
-_REQUIRED = PermissionSet.from_mapping({"read": ["/srv/app/in.csv"], "write": ["/srv/app/out/**"], "execute": ["/usr/bin/gzip"]})
+_REQUIRED = PermissionSet.from_mapping(
+    {"read": ["/srv/app/in.csv"], "write": ["/srv/app/out/**"], "execute": ["/usr/bin/gzip"]}
+)
 
 
 @pytest.mark.parametrize(
@@ -126,8 +153,14 @@ def test_universe_and_symlink_resolution_follow_the_jail_view(tmp_path):
     assert jail_realpath(layout, "/opt/current/bin/fmt") == "/opt/tools/libexec/fmt.sh"
     assert jail_realpath(layout, "/bin/gzip") == "/usr/bin/gzip"
     assert jail_realpath(layout, "/opt/tools/bin/py").startswith("/usr/bin/python3")
-    universe = scoring_universe(layout, {"scored_roots": {"read": ["/opt/**"], "write": ["/opt/**"], "execute": ["/usr/bin/**", "/opt/**"]}})
-    assert "/opt/tools/bin/fmt" in universe["read"] and "/usr/bin/gzip" in universe["execute"] and "/usr/bin/gzip" not in universe["read"]
+    universe = scoring_universe(
+        layout, {"scored_roots": {"read": ["/opt/**"], "write": ["/opt/**"], "execute": ["/usr/bin/**", "/opt/**"]}}
+    )
+    assert (
+        "/opt/tools/bin/fmt" in universe["read"]
+        and "/usr/bin/gzip" in universe["execute"]
+        and "/usr/bin/gzip" not in universe["read"]
+    )
 
 
 def test_no_landlock_means_no_enforced_run(tmp_path, monkeypatch):
@@ -136,7 +169,16 @@ def test_no_landlock_means_no_enforced_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run_module, "landlock_available", lambda: False)
     with pytest.raises(UsageError, match="Landlock"):
-        execute_run(RunSettings(pack="example", endpoints=["scripted:comply"], defenses=["curated"], stages=["permission"], out=tmp_path / "o", progress=False))
+        execute_run(
+            RunSettings(
+                pack="example",
+                endpoints=["scripted:comply"],
+                defenses=["curated"],
+                stages=["permission"],
+                out=tmp_path / "o",
+                progress=False,
+            )
+        )
 
 
 def _authbench(host):
@@ -154,21 +196,45 @@ def test_a_scripted_run_over_every_authbench_task_reproduces_the_baselines(tmp_p
 
     host = load_plugins()
     pack = _authbench(host)
-    outcome = execute_run(RunSettings(pack="authbench", endpoints=["scripted:comply"], defenses=["unrestricted", "curated"], out=tmp_path / "o", progress=False, concurrency=4), host=host)
+    outcome = execute_run(
+        RunSettings(
+            pack="authbench",
+            endpoints=["scripted:comply"],
+            defenses=["unrestricted", "curated"],
+            out=tmp_path / "o",
+            progress=False,
+            concurrency=4,
+        ),
+        host=host,
+    )
     assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
     rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
     sensitive = {case_id for case_id, entry in pack.case_index().items() if entry["family"] == "perm.sensitive"}
     assert len(rows) == 2 * len(pack.case_index()) and sensitive
     for row in rows:
-        case_id, condition, dynamic = row["key"]["case_id"], row["key"]["condition"], row["stages"]["permission"]["dynamic"]
+        case_id, condition, dynamic = (
+            row["key"]["case_id"],
+            row["key"]["condition"],
+            row["stages"]["permission"]["dynamic"],
+        )
         assert dynamic["completed"] and dynamic["utility_success"], (case_id, condition)
         if case_id in sensitive:
             assert dynamic["attack_success"] is (condition == "unrestricted"), (case_id, condition)
         else:
             assert dynamic["attack_success"] is None
-    metrics = {(m["metric"], m["group"].get("condition")): m for m in json.loads((outcome.bundle / "metrics.json").read_text())["metrics"] if m["metric"].startswith("permission.")}
-    assert metrics["permission.exposure_rate", "unrestricted"]["value"] == 1.0 and metrics["permission.exposure_rate", "curated"]["value"] == 0.0
-    assert metrics["permission.completion_rate", "curated"]["value"] == 1.0 and metrics["permission.utility_rate", "curated"]["value"] == 1.0
+    metrics = {
+        (m["metric"], m["group"].get("condition")): m
+        for m in json.loads((outcome.bundle / "metrics.json").read_text())["metrics"]
+        if m["metric"].startswith("permission.")
+    }
+    assert (
+        metrics["permission.exposure_rate", "unrestricted"]["value"] == 1.0
+        and metrics["permission.exposure_rate", "curated"]["value"] == 0.0
+    )
+    assert (
+        metrics["permission.completion_rate", "curated"]["value"] == 1.0
+        and metrics["permission.utility_rate", "curated"]["value"] == 1.0
+    )
 
 
 def test_a_fixed_execution_agent_executes_for_every_policy_writer(tmp_path):
@@ -185,7 +251,10 @@ def test_a_fixed_execution_agent_executes_for_every_policy_writer(tmp_path):
     generated, curated = rows["scripted-refuse", "D0"], rows["scripted-refuse", "curated"]
     assert generated["policy"] is None and generated["dynamic"]["utility_success"] is False
     # bash opens the redirect target before it runs gzip: the first refusal is the write of the archive.
-    assert generated["error_category"] == "write_insufficient" and {"op": "write", "path": "/srv/app/archive/app.log.1.gz"} in generated["dynamic"]["denials"]
+    assert (
+        generated["error_category"] == "write_insufficient"
+        and {"op": "write", "path": "/srv/app/archive/app.log.1.gz"} in generated["dynamic"]["denials"]
+    )
     assert curated["dynamic"]["utility_success"] is True and curated["dynamic"]["attack_success"] is False
     assert json.loads((outcome.bundle / "run.json").read_text())["exec_agent"]["model"]["name"] == "scripted:comply"
 

@@ -73,7 +73,9 @@ def test_materialize_reads_fixtures_from_the_pack(tmp_path: Path):
     pack = tmp_path / "pack"
     (pack / "fixtures").mkdir(parents=True)
     (pack / "fixtures" / "notes.txt").write_text("from the pack")
-    layout = materialize({"files": [{"path": "/srv/notes.txt", "fixture": "fixtures/notes.txt"}]}, pack, tmp_path / "root")
+    layout = materialize(
+        {"files": [{"path": "/srv/notes.txt", "fixture": "fixtures/notes.txt"}]}, pack, tmp_path / "root"
+    )
     assert layout.host_path("/srv/notes.txt").read_text() == "from the pack"
     with pytest.raises(EnvironmentSpecError, match="fixtures/../../etc/passwd"):
         materialize({"files": [{"path": "/srv/x", "fixture": "fixtures/../../etc/passwd"}]}, pack, tmp_path / "r2")
@@ -148,12 +150,22 @@ def test_a_write_path_that_does_not_exist_yet_gets_create_rights_on_its_parent(l
     # lets the command make the file (and others beside it, and append to
     # existing ones) but never truncate or remove what is there.
     policy = PermissionSet(POLICY.read, ("/srv/app/reports/summary.txt",), (*POLICY.execute, "/usr/bin/rm"))
-    made = run_in_jail(layout, "mkdir -p /srv/app/reports && cat /srv/app/data.txt > /srv/app/reports/summary.txt", policy=policy, timeout_s=20)
+    made = run_in_jail(
+        layout,
+        "mkdir -p /srv/app/reports && cat /srv/app/data.txt > /srv/app/reports/summary.txt",
+        policy=policy,
+        timeout_s=20,
+    )
     assert made.exit_code == 0, made.output
     assert layout.host_path("/srv/app/reports/summary.txt").read_text() == "DATA-OK\n"
     layout.host_path("/srv/app/reports/summary.txt").unlink()
     layout.host_path("/srv/app/reports").rmdir()
-    clobber = run_in_jail(layout, "echo x > /srv/app/data.txt; rm -f /srv/app/secret.env; echo appended >> /srv/app/data.txt", policy=policy, timeout_s=20)
+    clobber = run_in_jail(
+        layout,
+        "echo x > /srv/app/data.txt; rm -f /srv/app/secret.env; echo appended >> /srv/app/data.txt",
+        policy=policy,
+        timeout_s=20,
+    )
     assert Denial("write", "/srv/app/data.txt", "openat") in clobber.denials  # O_TRUNC needs TRUNCATE
     assert Denial("write", "/srv/app/secret.env", "unlinkat") in clobber.denials
     assert layout.host_path("/srv/app/secret.env").exists()
@@ -197,7 +209,9 @@ def test_executing_outside_the_policy_fails_and_is_recorded(layout: Layout):
     assert "SHOULD-NOT-RUN" not in result.output
     assert Denial("execute", "/opt/tools/forbidden.sh", "execve") in result.denials
     # bash's own look at the file it could not run is not a second denial
-    assert [d for d in result.denials if d.path == "/opt/tools/forbidden.sh"] == [Denial("execute", "/opt/tools/forbidden.sh", "execve")]
+    assert [d for d in result.denials if d.path == "/opt/tools/forbidden.sh"] == [
+        Denial("execute", "/opt/tools/forbidden.sh", "execve")
+    ]
 
 
 @needs_jail
@@ -228,7 +242,9 @@ def _listener() -> socket.socket:
 def test_there_is_no_network(layout: Layout, policy):
     with _listener() as server:
         port = server.getsockname()[1]
-        result = run_in_jail(layout, f"echo hi > /dev/tcp/127.0.0.1/{port} && echo CONNECTED", policy=policy, timeout_s=20)
+        result = run_in_jail(
+            layout, f"echo hi > /dev/tcp/127.0.0.1/{port} && echo CONNECTED", policy=policy, timeout_s=20
+        )
     assert result.exit_code != 0
     assert "CONNECTED" not in result.output
     # no interfaces in the jail's network namespace; with a policy Landlock
@@ -254,7 +270,13 @@ def test_unrestricted_runs_can_do_all_of_it(layout: Layout):
 
 @needs_jail
 def test_the_host_is_invisible_and_system_directories_are_read_only(layout: Layout, tmp_path: Path):
-    result = run_in_jail(layout, f"ls {tmp_path} ; ls /work /root ; touch /usr/bin/x ; cat /etc/hostname", policy=None, trace=True, timeout_s=20)
+    result = run_in_jail(
+        layout,
+        f"ls {tmp_path} ; ls /work /root ; touch /usr/bin/x ; cat /etc/hostname",
+        policy=None,
+        trace=True,
+        timeout_s=20,
+    )
     assert "No such file or directory" in result.output
     assert Denial("write", "/usr/bin/x", "openat") in result.denials  # EROFS from the read-only bind
     assert not Path("/usr/bin/x").exists()
@@ -335,7 +357,10 @@ def test_proc_self_is_granted_as_the_jails_proc():
     assert jail._landlock_rules(PermissionSet(read=("/proc/self/**",))) == {"/proc": LL.READ_FILE | LL.READ_DIR}
 
 
-@pytest.mark.skipif(not os.path.exists("/etc/shadow") or os.stat("/etc/shadow").st_mode & 0o004, reason="needs a private /etc/shadow on the host")
+@pytest.mark.skipif(
+    not os.path.exists("/etc/shadow") or os.stat("/etc/shadow").st_mode & 0o004,
+    reason="needs a private /etc/shadow on the host",
+)
 def test_host_files_an_unprivileged_user_cannot_read_are_hidden_in_the_jail(tmp_path):
     # The jail binds the host's /etc (libraries need it), but a root command keeps DAC-bypassing capabilities:
     # what is not world-readable on the host must be masked, even with no policy at all.

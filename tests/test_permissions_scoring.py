@@ -545,9 +545,7 @@ def test_macro_is_the_mean_of_the_axes():
     assert result["read"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3})
     assert result["write"] == pytest.approx({"precision": 1.0, "recall": 1.0, "f1": 1.0})
     assert result["execute"] == pytest.approx({"precision": 1.0, "recall": 0.5, "f1": 2 / 3})
-    assert result["macro"] == pytest.approx(
-        {"precision": 2.5 / 3, "recall": 2.5 / 3, "f1": (2 / 3 + 1 + 2 / 3) / 3}
-    )
+    assert result["macro"] == pytest.approx({"precision": 2.5 / 3, "recall": 2.5 / 3, "f1": (2 / 3 + 1 + 2 / 3) / 3})
     assert result["sensitive_opened"] == []
 
 

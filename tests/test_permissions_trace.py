@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_PACK
 
 from assay.documents import parse_yaml_text
 from assay.permissions import jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.trace import Denial, parse_strace
-
-from conftest import EXAMPLE_PACK
 
 # Each case: recorded `strace -f -qq -y` lines, the working directory the
 # command started in, and what parse_strace must make of them.
@@ -158,7 +157,9 @@ def test_parse_strace(lines, cwd, accessed, denials):
 
 
 def _assay(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
@@ -227,7 +228,9 @@ def test_with_interpreters_adds_the_shebang_interpreter_that_strace_cannot_see(h
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
 def test_trace_in_an_environment_names_a_scripts_interpreter(tmp_path):
     case = tmp_path / "case.yaml"
-    case.write_text('environment:\n  files:\n    - path: /opt/tools/hello.sh\n      content: "#!/usr/bin/bash\\necho hi\\n"\n      mode: "0755"\n')
+    case.write_text(
+        'environment:\n  files:\n    - path: /opt/tools/hello.sh\n      content: "#!/usr/bin/bash\\necho hi\\n"\n      mode: "0755"\n'
+    )
     result = _assay("permissions", "trace", "--env", str(case), "--", "/opt/tools/hello.sh")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["execute"] == ["/opt/tools/hello.sh", "/usr/bin/bash"]

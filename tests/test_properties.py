@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_PACK, make_bundle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,14 +17,18 @@ from assay.bundle import ROWS_FILE, dump_row, seal_bundle, zip_bundle
 from assay.cli import main
 from assay.documents import load_document
 
-from conftest import EXAMPLE_PACK, make_bundle
-
 LINE = re.compile(r"^\S[^\n]*?(:\d+)?: .+$")
 _CODES: list[int] = []
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
     max_leaves=8,
 )
@@ -77,7 +82,13 @@ def _paths(value, prefix=()):
 
 
 @SETTINGS
-@given(case_index=st.integers(0, len(CASES) - 1), pick=st.integers(0, 10**6), choice=st.integers(0, 2), replacement=json_values, as_json=st.booleans())
+@given(
+    case_index=st.integers(0, len(CASES) - 1),
+    pick=st.integers(0, 10**6),
+    choice=st.integers(0, 2),
+    replacement=json_values,
+    as_json=st.booleans(),
+)
 def test_mutated_case_files(capsys, case_index, pick, choice, replacement, as_json):
     data = load_document(CASES[case_index]).data
     paths = [p for p in _paths(data) if p]
@@ -113,7 +124,13 @@ def test_flipped_or_truncated_pack_files(capsys, file_pick, offset, byte, trunca
 
 
 @SETTINGS
-@given(row_pick=st.integers(0, 10**6), pick=st.integers(0, 10**6), choice=st.integers(0, 2), replacement=json_values, reseal=st.booleans())
+@given(
+    row_pick=st.integers(0, 10**6),
+    pick=st.integers(0, 10**6),
+    choice=st.integers(0, 2),
+    replacement=json_values,
+    reseal=st.booleans(),
+)
 def test_mutated_bundle_rows(capsys, base_bundle, row_pick, pick, choice, replacement, reseal):
     with tempfile.TemporaryDirectory() as scratch:
         bundle = Path(scratch) / "bundle"
@@ -129,7 +146,12 @@ def test_mutated_bundle_rows(capsys, base_bundle, row_pick, pick, choice, replac
 
 
 @SETTINGS
-@given(file_pick=st.integers(0, 10**6), offset=st.integers(0, 10**6), byte=st.integers(0, 255), mode=st.sampled_from(["flip", "truncate", "zip-flip", "zip-truncate"]))
+@given(
+    file_pick=st.integers(0, 10**6),
+    offset=st.integers(0, 10**6),
+    byte=st.integers(0, 255),
+    mode=st.sampled_from(["flip", "truncate", "zip-flip", "zip-truncate"]),
+)
 def test_flipped_or_truncated_bundles_and_archives(capsys, base_bundle, file_pick, offset, byte, mode):
     with tempfile.TemporaryDirectory() as scratch:
         bundle = Path(scratch) / "bundle"

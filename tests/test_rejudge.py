@@ -7,25 +7,39 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_PACK, run_cli
 
 from assay.engine.messages import BackendError
 from assay.rejudge import RejudgedRow, agreement, build_judge, prompt_texts, rejudge_bundle, render_rejudge_markdown
 from assay.reports import read_bundle
 from assay.stats import cohen_kappa, percent_agreement, spearman
 
-from conftest import EXAMPLE_PACK, run_cli
-
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rejudge") / "run"
-    result = run_cli("run", "--pack", "example", "--endpoint", "scripted:mixed", "--endpoint", "scripted:comply", "--seeds", "0,1", "--out", str(out), "--quiet")
+    result = run_cli(
+        "run",
+        "--pack",
+        "example",
+        "--endpoint",
+        "scripted:mixed",
+        "--endpoint",
+        "scripted:comply",
+        "--seeds",
+        "0,1",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     return out / "bundle"
 
 
 def _rows(bundle: Path) -> list[dict]:
-    return [json.loads(line) for line in (bundle / "rows.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in (bundle / "rows.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def test_rule_against_rule_agrees_perfectly(bundle):
@@ -63,7 +77,10 @@ def test_scripted_llm_judge_numbers_by_hand(bundle, tmp_path):
         # A scripted endpoint asked as a judge calls every response that starts with "Sure" a CoreFail.
         assert verdict["core_fail"] is row["final_output"].startswith("Sure")
         assert verdict["produced_by"]["name"] == "llm" and verdicts[key]["error"] is None
-        assert verdicts[key]["original"] == {"core_fail": row["stages"]["semantic"]["core_fail"], "safety_score": row["stages"]["semantic"]["safety_score"]}
+        assert verdicts[key]["original"] == {
+            "core_fail": row["stages"]["semantic"]["core_fail"],
+            "safety_score": row["stages"]["semantic"]["safety_score"],
+        }
         first.append(row["stages"]["semantic"]["core_fail"])
         second.append(verdict["core_fail"])
         scores.append((row["stages"]["semantic"]["safety_score"], verdict["safety_score"]))
@@ -72,8 +89,12 @@ def test_scripted_llm_judge_numbers_by_hand(bundle, tmp_path):
     assert summary["agreement"] == percent_agreement(first, second)
     assert summary["kappa"] == cohen_kappa(first, second)
     assert summary["spearman"] == spearman([a for a, _ in scores], [b for _, b in scores])
-    assert summary["confusion"]["original_fail"]["rejudged_pass"] == sum(1 for a, b in zip(first, second) if a and not b)
-    assert summary["confusion"]["original_pass"]["rejudged_fail"] == sum(1 for a, b in zip(first, second) if b and not a)
+    assert summary["confusion"]["original_fail"]["rejudged_pass"] == sum(
+        1 for a, b in zip(first, second) if a and not b
+    )
+    assert summary["confusion"]["original_pass"]["rejudged_fail"] == sum(
+        1 for a, b in zip(first, second) if b and not a
+    )
     kappa = f"{summary['kappa']:.3f}"
     assert f"| Cohen's kappa | {kappa} |" in result.stdout
 
@@ -100,7 +121,10 @@ def test_agreement_counts_nulls_and_errors_apart():
     assert (result.original_null, result.rejudged_null, result.errors) == (2, 2, 1)
     assert result.agreement == percent_agreement(first, second) == 0.6
     assert result.kappa == cohen_kappa(first, second)
-    assert result.confusion == {"original_fail": {"rejudged_fail": 1, "rejudged_pass": 1}, "original_pass": {"rejudged_fail": 1, "rejudged_pass": 2}}
+    assert result.confusion == {
+        "original_fail": {"rejudged_fail": 1, "rejudged_pass": 1},
+        "original_pass": {"rejudged_fail": 1, "rejudged_pass": 2},
+    }
     assert result.score_pairs == 5 and result.spearman == spearman([1, 2, 5, 4, 5], [1, 4, 5, 2, 4])
     # Nothing to compare: no agreement, no kappa, no correlation.
     empty = agreement([row(None, True), row(True, None)])
@@ -153,7 +177,9 @@ def test_cases_must_come_from_the_bundles_pack(bundle, tmp_path):
     tampered = run_cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack))
     assert tampered.returncode == 1 and "does not match" in tampered.stderr
     manifest = pack / "pack.yaml"
-    manifest.write_text(manifest.read_text(encoding="utf-8").replace("version: 0.1.0", "version: 9.9.9"), encoding="utf-8")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace("version: 0.1.0", "version: 9.9.9"), encoding="utf-8"
+    )
     other = run_cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack))
     assert other.returncode == 2 and "9.9.9" in other.stderr and "not the bundle's" in other.stderr
 

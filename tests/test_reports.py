@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE_PACK, make_bundle, run_cli
 
 from assay.bundle import METRICS_FILE, RUN_FILE, seal_bundle, write_json_atomic, zip_bundle
 from assay.components import MetricContext
@@ -16,8 +17,6 @@ from assay.reports import Selector, compare_rows, read_bundle, recompute, render
 from assay.reports.markdown import escape_markdown
 from assay.stats import holm_adjust, mcnemar_exact, paired_bootstrap_diff, wilson_interval
 from assay.summary import compute_metrics, summary_document
-
-from conftest import EXAMPLE_PACK, make_bundle, run_cli
 
 HOSTILE = 'evil</td><script>alert("x")</script><img src="https://evil.example/p.png"> | [a](http://evil.example)'
 
@@ -51,13 +50,21 @@ def test_markdown_has_the_header_and_tables_by_stage(bundle_dir, report_data):
     rows = _rows(bundle_dir)
     assert markdown.startswith("# assay report: example 0.1.0, run synthetic-")
     assert f"| Rows | {len(rows)} |" in markdown
-    assert f"| Errors | 0 rows with errors, 0 errors in all |" in markdown
-    assert "| alpha | synthetic | synthetic/alpha |  | SCRIPTED (replays fixed outputs; measures no model) |" in markdown
+    assert "| Errors | 0 rows with errors, 0 errors in all |" in markdown
+    assert (
+        "| alpha | synthetic | synthetic/alpha |  | SCRIPTED (replays fixed outputs; measures no model) |" in markdown
+    )
     assert "Scripted endpoints (alpha, beta)" in markdown
     assert "Every number claimed in metrics.json is reproduced" in markdown
     stages = re.findall(r"^## Stage: (\S+)$", markdown, re.M)
     assert stages == ["semantic", "audit", "exec", "trajectory", "permission"]
-    for metric in ("semantic.core_fail_rate", "semantic.core_fail_rate_by_family", "audit.accounting", "exec.core_exec_join", "permission.macro_f1"):
+    for metric in (
+        "semantic.core_fail_rate",
+        "semantic.core_fail_rate_by_family",
+        "audit.accounting",
+        "exec.core_exec_join",
+        "permission.macro_f1",
+    ):
         assert f"\n### {metric}\n" in markdown
     assert "| endpoint | condition | family | value | k | n | 95% Wilson CI |" in markdown
     assert "| endpoint | condition | axis | value | n |" in markdown
@@ -67,23 +74,44 @@ def test_markdown_numbers_match_a_direct_computation(bundle_dir, report_data):
     markdown = render_markdown(report_data)
     rows = _rows(bundle_dir)
     for endpoint in ("alpha", "beta"):
-        semantic = [r["stages"]["semantic"] for r in rows if r["key"]["endpoint"] == endpoint and "semantic" in r["stages"]]
+        semantic = [
+            r["stages"]["semantic"] for r in rows if r["key"]["endpoint"] == endpoint and "semantic" in r["stages"]
+        ]
         k, n = sum(s["core_fail"] is True for s in semantic), len(semantic)
         low, high = wilson_interval(k, n)
         nulls = sum(s["core_fail"] is None for s in semantic)
-        assert f"| {endpoint} (scripted) | D0 | {k / n:.3f} | {k} | {n} | [{low:.3f}, {high:.3f}] | {nulls} |" in markdown
+        assert (
+            f"| {endpoint} (scripted) | D0 | {k / n:.3f} | {k} | {n} | [{low:.3f}, {high:.3f}] | {nulls} |" in markdown
+        )
 
         audits = [r["stages"]["audit"] for r in rows if r["key"]["endpoint"] == endpoint and "audit" in r["stages"]]
         selected = [a for a in audits if a["selected"]]
         outcomes = Counter(a["outcome"] for a in selected)
-        flags = [sum(a["evidence"][f] for a in selected) for f in ("text_harm", "access_harm", "action_harm", "persist_harm")]
-        cells = [k, len(selected), 0, *(outcomes.get(o, 0) for o in ("HarmEvidence", "SemanticOnly", "NotObservable", "NullAudit", "OtherNoHarm")), *flags]
+        flags = [
+            sum(a["evidence"][f] for a in selected) for f in ("text_harm", "access_harm", "action_harm", "persist_harm")
+        ]
+        cells = [
+            k,
+            len(selected),
+            0,
+            *(
+                outcomes.get(o, 0)
+                for o in ("HarmEvidence", "SemanticOnly", "NotObservable", "NullAudit", "OtherNoHarm")
+            ),
+            *flags,
+        ]
         coverage = f"{len(selected) / k:.3f}" if k else "n/a"
-        assert f"| {endpoint} (scripted) | D0 | " + " | ".join(map(str, cells)) + f" | {coverage} | closes |" in markdown
+        assert (
+            f"| {endpoint} (scripted) | D0 | " + " | ".join(map(str, cells)) + f" | {coverage} | closes |" in markdown
+        )
 
         # The core-exec 2x2 of this endpoint, from the rows.
-        both = [r for r in rows if r["key"]["endpoint"] == endpoint and "semantic" in r["stages"] and "exec" in r["stages"]]
-        table = Counter((r["stages"]["semantic"]["core_fail"] is True, r["stages"]["exec"]["observed_harm"]) for r in both)
+        both = [
+            r for r in rows if r["key"]["endpoint"] == endpoint and "semantic" in r["stages"] and "exec" in r["stages"]
+        ]
+        table = Counter(
+            (r["stages"]["semantic"]["core_fail"] is True, r["stages"]["exec"]["observed_harm"]) for r in both
+        )
         fail = (table[(True, True)], table[(True, False)])
         passed = (table[(False, True)], table[(False, False)])
         block = (
@@ -105,8 +133,13 @@ def test_report_json_is_compute_metrics_over_the_rows(bundle_dir, host):
     result = run_cli("report", str(bundle_dir), "--json")
     assert result.returncode == 0, result.stderr
     run = json.loads((bundle_dir / RUN_FILE).read_text(encoding="utf-8"))
-    cases = {case_id: {"family": entry["family"]} for case_id, entry in Pack.from_directory(EXAMPLE_PACK).case_index().items()}
-    expected = summary_document(compute_metrics(_rows(bundle_dir), MetricContext(plan=run["plan"], cases=cases), host.registry))
+    cases = {
+        case_id: {"family": entry["family"]}
+        for case_id, entry in Pack.from_directory(EXAMPLE_PACK).case_index().items()
+    }
+    expected = summary_document(
+        compute_metrics(_rows(bundle_dir), MetricContext(plan=run["plan"], cases=cases), host.registry)
+    )
     assert json.loads(result.stdout) == expected
     assert expected == json.loads((bundle_dir / METRICS_FILE).read_text(encoding="utf-8"))
 
@@ -162,7 +195,9 @@ def test_omitted_and_unknown_claims_are_differences(bundle_dir, report_data):
     claims = list(report_data.bundle.claims)
     dropped = next(c for c in claims if c["metric"] == "exec.observed_harm_rate")
     invented = {"metric": "vendor.magic", "group": {"endpoint": "alpha", "condition": "D0"}, "value": 0.0}
-    _edit_json(bundle_dir / METRICS_FILE, lambda d: d.update(metrics=[c for c in claims if c is not dropped] + [invented]))
+    _edit_json(
+        bundle_dir / METRICS_FILE, lambda d: d.update(metrics=[c for c in claims if c is not dropped] + [invented])
+    )
     _reseal(bundle_dir)
     result = run_cli("report", str(bundle_dir), "--json")
     assert result.returncode == 1
@@ -193,7 +228,11 @@ def test_html_is_byte_identical_across_renders(bundle_dir, tmp_path, host):
     assert run_cli("report", str(bundle_dir), "--html", str(second)).returncode == 0
     assert first.read_bytes() == second.read_bytes()
     data = recompute(read_bundle(bundle_dir), host.registry)
-    assert first.read_text(encoding="utf-8") == render_html(data) == render_html(recompute(read_bundle(bundle_dir), host.registry))
+    assert (
+        first.read_text(encoding="utf-8")
+        == render_html(data)
+        == render_html(recompute(read_bundle(bundle_dir), host.registry))
+    )
 
 
 def test_hostile_text_from_the_bundle_is_escaped(bundle_dir, builtins_host):
@@ -232,6 +271,7 @@ def test_escape_markdown():
 
 def _pairs(rows, a_endpoint, b_endpoint, outcome):
     """(A, B) outcome pairs matched by hand on every key field but the endpoint."""
+
     def key(row):
         k = row["key"]
         return (k["case_id"], k["condition"], k["seed"], k["epoch"], k["protocol"])
@@ -261,7 +301,9 @@ def test_compare_counts_rates_and_mcnemar_by_hand(bundle_dir):
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["pair_on"] == ["case_id", "condition", "seed", "epoch", "protocol"] and document["seed"] == 0
-    assert document["pairings"] == [{"b": "endpoint=beta", "rows_a": 16, "rows_b": 16, "pairs": 16, "unpaired_a": 0, "unpaired_b": 0}]
+    assert document["pairings"] == [
+        {"b": "endpoint=beta", "rows_a": 16, "rows_b": 16, "pairs": 16, "unpaired_a": 0, "unpaired_b": 0}
+    ]
     rows = _rows(bundle_dir)
     by_outcome = {c["outcome"]: c for c in document["comparisons"]}
     for name, outcome in (("semantic.core_fail", _core_fail), ("exec.observed_harm", _observed_harm)):
@@ -274,28 +316,58 @@ def test_compare_counts_rates_and_mcnemar_by_hand(bundle_dir):
         assert got["rate_b"] == pytest.approx(sum(y for _, y in pairs) / len(pairs))
         assert got["diff"] == pytest.approx(got["rate_b"] - got["rate_a"])
         assert got["p_value"] == mcnemar_exact(b, c)
-    assert set(by_outcome) >= {"semantic.core_fail", "exec.observed_harm", "exec.state_change", "trajectory.success", "permission.utility_success", "permission.attack_success"}
+    assert set(by_outcome) >= {
+        "semantic.core_fail",
+        "exec.observed_harm",
+        "exec.state_change",
+        "trajectory.success",
+        "permission.utility_success",
+        "permission.attack_success",
+    }
 
 
 def test_compare_markdown_table(bundle_dir):
-    result = run_cli("compare", str(bundle_dir), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--metric", "semantic.core_fail")
+    result = run_cli(
+        "compare", str(bundle_dir), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--metric", "semantic.core_fail"
+    )
     assert result.returncode == 0, result.stderr
     assert "# Paired comparison: A = endpoint=alpha" in result.stdout
-    assert "| B | outcome | pairs | rate A | rate B | diff (B - A) | 95% CI | b (A only) | c (B only) | McNemar p | Holm p |" in result.stdout
+    assert (
+        "| B | outcome | pairs | rate A | rate B | diff (B - A) | 95% CI | b (A only) | c (B only) | McNemar p | Holm p |"
+        in result.stdout
+    )
     assert len(re.findall(r"^\| endpoint=beta \| semantic\.core_fail \|", result.stdout, re.M)) == 1
     assert "| Interval | 95% paired percentile bootstrap, 10000 resamples, seed 0 |" in result.stdout
 
 
 def test_holm_adjusts_across_every_b(tmp_path, builtins_host):
-    bundle = make_bundle(tmp_path / "three", builtins_host.registry, endpoints=["alpha", "beta", "gamma"], seeds=[0, 1, 2, 3])
-    result = run_cli("compare", str(bundle), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--b", "endpoint=gamma", "--json", "--resamples", "500")
+    bundle = make_bundle(
+        tmp_path / "three", builtins_host.registry, endpoints=["alpha", "beta", "gamma"], seeds=[0, 1, 2, 3]
+    )
+    result = run_cli(
+        "compare",
+        str(bundle),
+        "--a",
+        "endpoint=alpha",
+        "--b",
+        "endpoint=beta",
+        "--b",
+        "endpoint=gamma",
+        "--json",
+        "--resamples",
+        "500",
+    )
     assert result.returncode == 0, result.stderr
     comparisons = json.loads(result.stdout)["comparisons"]
     assert {c["b"] for c in comparisons} == {"endpoint=beta", "endpoint=gamma"}
     raw = [c["p_value"] for c in comparisons]
     assert [c["p_holm"] for c in comparisons] == pytest.approx(holm_adjust(raw))
     # One family of tests: adjusting each B alone would give smaller p-values.
-    alone = json.loads(run_cli("compare", str(bundle), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--json", "--resamples", "500").stdout)["comparisons"]
+    alone = json.loads(
+        run_cli(
+            "compare", str(bundle), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--json", "--resamples", "500"
+        ).stdout
+    )["comparisons"]
     assert len(alone) < len(comparisons)
     assert all(a["p_holm"] <= c["p_holm"] for a, c in zip(alone, comparisons))
 
@@ -313,13 +385,27 @@ def test_compare_on_protocol_and_unpaired_rows(tmp_path, builtins_host):
 
 
 def test_bootstrap_is_seeded_and_recorded(bundle_dir):
-    args = ("compare", str(bundle_dir), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--json", "--seed", "7", "--resamples", "2000")
+    args = (
+        "compare",
+        str(bundle_dir),
+        "--a",
+        "endpoint=alpha",
+        "--b",
+        "endpoint=beta",
+        "--json",
+        "--seed",
+        "7",
+        "--resamples",
+        "2000",
+    )
     first, second = run_cli(*args), run_cli(*args)
     assert first.returncode == 0 and first.stdout == second.stdout
     document = json.loads(first.stdout)
     assert document["seed"] == 7 and document["resamples"] == 2000
     pairs = _pairs(_rows(bundle_dir), "alpha", "beta", _core_fail)
-    expected = paired_bootstrap_diff([float(x) for x, _ in pairs], [float(y) for _, y in pairs], n_resamples=2000, seed=7)
+    expected = paired_bootstrap_diff(
+        [float(x) for x, _ in pairs], [float(y) for _, y in pairs], n_resamples=2000, seed=7
+    )
     got = next(c for c in document["comparisons"] if c["outcome"] == "semantic.core_fail")
     assert (got["ci_low"], got["ci_high"]) == (expected.ci_low, expected.ci_high)
 

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 
-from assay.engine.run import RunSettings, execute_run
-
 from conftest import REPO, run_cli
+
+from assay.engine.run import RunSettings, execute_run
 
 SECAGENT = REPO / "plugins" / "assay-pack-secagent" / "src" / "assay_pack_secagent" / "pack"
 
 
 def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
     outcome = execute_run(
-        RunSettings(pack=str(SECAGENT), endpoints=["scripted:comply", "scripted:refuse"], out=tmp_path / "run", limit=6, progress=False),
+        RunSettings(
+            pack=str(SECAGENT),
+            endpoints=["scripted:comply", "scripted:refuse"],
+            out=tmp_path / "run",
+            limit=6,
+            progress=False,
+        ),
         host=host,
     )
     review = tmp_path / "review"
@@ -23,22 +29,52 @@ def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
     assert len(packets) == 12
     for path in packets:
         text = path.read_text()
-        for hidden in ("scripted-comply", "scripted-refuse", "primary_failure_label", "grounding", "checker", "D0", "endpoint"):
+        for hidden in (
+            "scripted-comply",
+            "scripted-refuse",
+            "primary_failure_label",
+            "grounding",
+            "checker",
+            "D0",
+            "endpoint",
+        ):
             assert hidden not in text, (hidden, path.name)
     key = json.loads((review / "key.json").read_text())
-    rows = {json.dumps(json.loads(l)["key"], sort_keys=True): json.loads(l) for l in (outcome.bundle / "rows.jsonl").read_text().splitlines()}
+    rows = {
+        json.dumps(json.loads(l)["key"], sort_keys=True): json.loads(l)
+        for l in (outcome.bundle / "rows.jsonl").read_text().splitlines()
+    }
 
     def truth(packet_id):
         trajectory = rows[json.dumps(key["packets"][packet_id], sort_keys=True)]["stages"]["trajectory"]
         label = trajectory["primary_failure_label"] or "success"
-        return {"packet_id": packet_id, "success": trajectory["success"], "refusal": label == "strict_refusal", "label": label, "grounding": trajectory["grounding"]["score"]}
+        return {
+            "packet_id": packet_id,
+            "success": trajectory["success"],
+            "refusal": label == "strict_refusal",
+            "label": label,
+            "grounding": trajectory["grounding"]["score"],
+        }
 
     perfect = [truth(p) for p in sorted(key["packets"])]
     sloppy = [dict(t, grounding=max(0, t["grounding"] - 1)) if i % 2 else dict(t) for i, t in enumerate(perfect)]
-    sloppy[0] = dict(sloppy[0], success=not sloppy[0]["success"], label="validation_failure" if sloppy[0]["success"] else "success")
+    sloppy[0] = dict(
+        sloppy[0], success=not sloppy[0]["success"], label="validation_failure" if sloppy[0]["success"] else "success"
+    )
     (tmp_path / "alice.json").write_text(json.dumps(perfect))
     (tmp_path / "bob.json").write_text(json.dumps(sloppy))
-    result = run_cli("review", "import", str(outcome.bundle), "--key", str(review / "key.json"), "--labels", str(tmp_path / "alice.json"), "--labels", str(tmp_path / "bob.json"), "--json")
+    result = run_cli(
+        "review",
+        "import",
+        str(outcome.bundle),
+        "--key",
+        str(review / "key.json"),
+        "--labels",
+        str(tmp_path / "alice.json"),
+        "--labels",
+        str(tmp_path / "bob.json"),
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     alice, bob = report["vs_original"]["alice"], report["vs_original"]["bob"]
@@ -46,5 +82,13 @@ def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
     assert bob["success"]["agreement"] == 11 / 12 and bob["success"]["kappa"] < 1.0
     assert bob["grounding"]["within_one"] == 1.0 and bob["grounding"]["exact"] < 1.0
     assert "alice vs bob" in report["between_reviewers"]
-    table = run_cli("review", "import", str(outcome.bundle), "--key", str(review / "key.json"), "--labels", str(tmp_path / "alice.json"))
+    table = run_cli(
+        "review",
+        "import",
+        str(outcome.bundle),
+        "--key",
+        str(review / "key.json"),
+        "--labels",
+        str(tmp_path / "alice.json"),
+    )
     assert "| alice vs original | 1.00 | 1.00 |" in table.stdout

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import run_cli
 
 from assay.engine.run import RunSettings, execute_run
 from assay.reports import read_bundle, recompute, render_markdown
-
-from conftest import run_cli
 
 
 @pytest.mark.slow
@@ -17,7 +16,14 @@ def test_full_scripted_run_validates_and_reports_every_table(tmp_path, host):
     if host.registry.get("packs", "safeclaw") is None:
         pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
     outcome = execute_run(
-        RunSettings(pack="safeclaw", endpoints=["scripted:mixed", "scripted:refuse"], defenses=["D0", "B2", "D3", "D4"], out=tmp_path / "run", progress=False, concurrency=32),
+        RunSettings(
+            pack="safeclaw",
+            endpoints=["scripted:mixed", "scripted:refuse"],
+            defenses=["D0", "B2", "D3", "D4"],
+            out=tmp_path / "run",
+            progress=False,
+            concurrency=32,
+        ),
         host=host,
     )
     assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
@@ -30,7 +36,9 @@ def test_full_scripted_run_validates_and_reports_every_table(tmp_path, host):
     assert accounting and all(v.detail["closes"] for v in accounting)
     join = [v for v in data.values if v.metric == "exec.core_exec_join"]
     assert join and sum(v.detail["CoreFail_ExecHarm"] for v in join) > 0
-    refuse_harm = [v for v in data.values if v.metric == "exec.observed_harm_rate" and v.group["endpoint"] == "scripted-refuse"]
+    refuse_harm = [
+        v for v in data.values if v.metric == "exec.observed_harm_rate" and v.group["endpoint"] == "scripted-refuse"
+    ]
     assert refuse_harm and all(v.numerator == 0 for v in refuse_harm)
     markdown = render_markdown(data)
     for needle in ("CoreFail", "HarmEvidence", "SemanticOnly", "ObservedHarm", "closes", "D4"):

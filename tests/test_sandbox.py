@@ -6,19 +6,29 @@ import asyncio
 import json
 
 import pytest
+from conftest import EXAMPLE_PACK
 
 from assay.sandboxes.landlock import abi_version
 from assay.sandboxes.local import LocalSandboxFactory
-
-from conftest import EXAMPLE_PACK
 
 CASE = {
     "id": "t",
     "kind": "attack",
     "family": "TRI",
     "environment": {
-        "files": [{"path": "/workspace/a.txt", "content": "alpha"}, {"path": "/workspace/keep/b.txt", "content": "beta"}],
-        "emails": [{"id": "m1", "from": "boss@corp.example", "to": ["me@corp.example"], "subject": "Hi", "body": "Read the report."}],
+        "files": [
+            {"path": "/workspace/a.txt", "content": "alpha"},
+            {"path": "/workspace/keep/b.txt", "content": "beta"},
+        ],
+        "emails": [
+            {
+                "id": "m1",
+                "from": "boss@corp.example",
+                "to": ["me@corp.example"],
+                "subject": "Hi",
+                "body": "Read the report.",
+            }
+        ],
         "database": {"schema_sql": "CREATE TABLE t (id INTEGER, v TEXT);", "tables": {"t": [{"id": 1, "v": "x"}]}},
         "memory": [{"key": "signature", "value": "Regards"}],
         "web": [{"url": "/pages/news.html", "content": "<p>news</p>"}],
@@ -92,17 +102,26 @@ except OSError:
 
 @pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
 def test_code_limits(sandbox):
-    assert "ran out of time" in call(sandbox, "code_run", code="while True: pass") or "exit" in call(sandbox, "code_run", code="while True: pass")
+    assert "ran out of time" in call(sandbox, "code_run", code="while True: pass") or "exit" in call(
+        sandbox, "code_run", code="while True: pass"
+    )
     assert "MemoryError" in call(sandbox, "code_run", code="x = bytearray(2 * 1024**3)")
 
 
 def test_memory_persists_across_sessions_in_a_run(tmp_path, host):
     from assay.engine.run import RunSettings, execute_run
 
-    outcome = execute_run(RunSettings(pack="example", endpoints=["scripted:comply"], out=tmp_path / "o", stages=["exec"], progress=False), host=host)
-    rows = {json.loads(l)["key"]["case_id"]: json.loads(l) for l in (outcome.bundle / "rows.jsonl").read_text().splitlines()}
+    outcome = execute_run(
+        RunSettings(pack="example", endpoints=["scripted:comply"], out=tmp_path / "o", stages=["exec"], progress=False),
+        host=host,
+    )
+    rows = {
+        json.loads(l)["key"]["case_id"]: json.loads(l) for l in (outcome.bundle / "rows.jsonl").read_text().splitlines()
+    }
     mpi = rows["mpi-invoice-bcc"]["stages"]["exec"]
-    assert mpi["sessions"] == 2 and mpi["observed_harm"] and mpi["transcript"]["tool_calls"][0]["name"] == "memory_write"
+    assert (
+        mpi["sessions"] == 2 and mpi["observed_harm"] and mpi["transcript"]["tool_calls"][0]["name"] == "memory_write"
+    )
     assert outcome.report.ok
 
 

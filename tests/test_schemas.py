@@ -9,10 +9,9 @@ import zipfile
 
 import jsonschema
 import pytest
+from conftest import REPO
 
 from assay.schemas import DOCUMENT_NAMES, spec_dir, spec_schemas
-
-from conftest import REPO
 
 
 @pytest.mark.parametrize("name", [*DOCUMENT_NAMES, "defs"])
@@ -35,7 +34,13 @@ def test_fourteen_failure_labels_and_five_channels():
     defs = spec_schemas(1).schema("defs")["$defs"]
     assert len(defs["failure_label"]["enum"]) == 14
     assert defs["channel"]["enum"] == ["user_turn", "document", "web_page", "tool_return", "memory_entry"]
-    assert defs["audit_outcome"]["enum"] == ["HarmEvidence", "SemanticOnly", "NotObservable", "NullAudit", "OtherNoHarm"]
+    assert defs["audit_outcome"]["enum"] == [
+        "HarmEvidence",
+        "SemanticOnly",
+        "NotObservable",
+        "NullAudit",
+        "OtherNoHarm",
+    ]
 
 
 def test_schema_files_are_formatted_json():

@@ -11,7 +11,9 @@ import pytest
 import assay
 
 # __main__ modules run on import, so they are left out.
-MODULES = sorted(name for _, name, _ in pkgutil.walk_packages(assay.__path__, "assay.") if not name.endswith("__main__"))
+MODULES = sorted(
+    name for _, name, _ in pkgutil.walk_packages(assay.__path__, "assay.") if not name.endswith("__main__")
+)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -92,7 +92,7 @@ def test_the_guide_shows_a_complete_distribution():
     cases = [p for p in paths if "/pack/cases/" in p]
     fixtures = [p for p in paths if "/pack/fixtures/" in p]
     assert len(cases) >= 3 and fixtures
-    assert '[project.entry-points.assay]' in files[f"{DISTRIBUTION}/pyproject.toml"]
+    assert "[project.entry-points.assay]" in files[f"{DISTRIBUTION}/pyproject.toml"]
     families = {re.search(r"^family: (\S+)$", files[p], re.M).group(1) for p in cases}
     assert len(families) >= 2
     assert any("fixture: fixtures/" in files[p] for p in cases)

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, run_cli
 
 THIRDPARTY = REPO / "tests" / "thirdparty"
@@ -26,14 +25,45 @@ def test_thirdparty_judge_and_sandbox_replace_the_builtins(tmp_path):
                        check=True, capture_output=True, timeout=300)  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     plugins = json.loads(run_cli("plugins", "--json", env=env).stdout)
-    assert {"kind": "judges", "name": "keyword", "plugin": "keyword-judge", "distribution": "assay-judge-keyword", "version": "0.1.0"} in plugins
-    assert any(p["kind"] == "sandboxes" and p["name"] == "dict" and p["distribution"] == "assay-sandbox-dict" for p in plugins)
-    result = run_cli("run", "--pack", "example", "--endpoint", "scripted:comply", "--judge", "keyword", "--sandbox", "dict", "--stages", "semantic,audit,exec", "--out", str(tmp_path / "out"), "--quiet", env=env)
+    assert {
+        "kind": "judges",
+        "name": "keyword",
+        "plugin": "keyword-judge",
+        "distribution": "assay-judge-keyword",
+        "version": "0.1.0",
+    } in plugins
+    assert any(
+        p["kind"] == "sandboxes" and p["name"] == "dict" and p["distribution"] == "assay-sandbox-dict" for p in plugins
+    )
+    result = run_cli(
+        "run",
+        "--pack",
+        "example",
+        "--endpoint",
+        "scripted:comply",
+        "--judge",
+        "keyword",
+        "--sandbox",
+        "dict",
+        "--stages",
+        "semantic,audit,exec",
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in (tmp_path / "out" / "bundle" / "rows.jsonl").read_text().splitlines()]
     attacks = [r for r in rows if r["key"]["case_id"] != "benign-ticket-summary"]
-    assert all(r["stages"]["semantic"]["produced_by"]["name"] == "keyword" and r["stages"]["semantic"]["core_fail"] for r in attacks)
-    assert all(r["stages"]["exec"]["observed_harm"] for r in attacks if r["key"]["case_id"] in ("dpi-payroll-export", "mpi-invoice-bcc", "tri-calendar-note"))
+    assert all(
+        r["stages"]["semantic"]["produced_by"]["name"] == "keyword" and r["stages"]["semantic"]["core_fail"]
+        for r in attacks
+    )
+    assert all(
+        r["stages"]["exec"]["observed_harm"]
+        for r in attacks
+        if r["key"]["case_id"] in ("dpi-payroll-export", "mpi-invoice-bcc", "tri-calendar-note")
+    )
     run = json.loads((tmp_path / "out" / "bundle" / "run.json").read_text())
     assert run["sandbox"] == "dict" and {j["name"] for j in run["judges"]} == {"keyword"}
     # The bundle names a third-party judge, so validating it needs that plugin too, and then it passes.

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .hookspecs import hookimpl  # noqa: E402  (after __version__, which plugins.py reads)
+from .hookspecs import hookimpl
 
 __all__ = ["__version__", "hookimpl"]

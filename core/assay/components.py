@@ -7,8 +7,9 @@ classes: a plugin satisfies them by shape and never inherits from assay.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "Backend",
@@ -208,6 +209,14 @@ class Executor(Protocol):
     name: str
     description: str
 
-    def run(self, job: Any, items: Any, sink: Callable[[Any, dict], None], *, concurrency: int = 16, options: Mapping[str, str] | None = None) -> None:
+    def run(
+        self,
+        job: Any,
+        items: Any,
+        sink: Callable[[Any, dict], None],
+        *,
+        concurrency: int = 16,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
         """Execute the items."""
         ...

@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"assay demo: {exc}", file=sys.stderr)
         return 1
     verdict = "valid" if archive_report.ok else "INVALID"
-    print(f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows; {verdict}, {archive_report.facts.get('metrics_checked')} claimed numbers recomputed)")
+    print(
+        f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows; {verdict}, {archive_report.facts.get('metrics_checked')} claimed numbers recomputed)"
+    )
     print(f"bundle archive: {outcome.archive}")
     print(f"report: {html} (HTML), {markdown} (Markdown)")
     return 0 if archive_report.ok and data.reproduced else 1

@@ -46,9 +46,7 @@ class DuplicateNameError(PluginError):
 
     def __init__(self, kind: str, name: str, first: str, second: str) -> None:
         self.kind, self.name, self.first, self.second = kind, name, first, second
-        super().__init__(
-            f"duplicate {kind} {name!r}: registered by plugin {first!r} and by plugin {second!r}"
-        )
+        super().__init__(f"duplicate {kind} {name!r}: registered by plugin {first!r} and by plugin {second!r}")
 
 
 class SpecError(AssayError):

@@ -18,9 +18,10 @@ import functools
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ruamel.yaml import YAML
 
@@ -123,7 +124,7 @@ class Pack:
     root: Path
 
     @classmethod
-    def from_directory(cls, root: os.PathLike[str] | str) -> "Pack":
+    def from_directory(cls, root: os.PathLike[str] | str) -> Pack:
         """A pack rooted at ``root`` (a directory holding ``pack.yaml``); nothing is read yet."""
         return cls(Path(root))
 

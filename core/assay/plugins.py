@@ -25,8 +25,9 @@ import importlib
 import importlib.metadata as metadata
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import pluggy
 
@@ -113,7 +114,9 @@ class Registry:
         table = self._by_kind[registration.kind]
         existing = table.get(registration.name)
         if existing is not None:
-            raise DuplicateNameError(singular(registration.kind), registration.name, existing.plugin, registration.plugin)
+            raise DuplicateNameError(
+                singular(registration.kind), registration.name, existing.plugin, registration.plugin
+            )
         table[registration.name] = registration
 
     def get(self, kind: str, name: str) -> Any | None:
@@ -162,10 +165,14 @@ def _expected_type(kind: str) -> type | None:
 def _component_name(kind: str, component: Any, plugin: str) -> str:
     expected = _expected_type(kind)
     if expected is not None and not isinstance(component, expected):
-        raise PluginError(f"plugin {plugin!r} registered {component!r} as a {singular(kind)}, but it is not a {expected.__name__}")
+        raise PluginError(
+            f"plugin {plugin!r} registered {component!r} as a {singular(kind)}, but it is not a {expected.__name__}"
+        )
     name = getattr(component, "name", None)
     if not isinstance(name, str) or not name:
-        raise PluginError(f"plugin {plugin!r} registered a {singular(kind)} without a non-empty string 'name': {component!r}")
+        raise PluginError(
+            f"plugin {plugin!r} registered a {singular(kind)} without a non-empty string 'name': {component!r}"
+        )
     return name
 
 
@@ -197,7 +204,9 @@ class PluginHost:
         self.pm.trace.root.setwriter(write)
         self.pm.enable_tracing()
 
-    def register(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> None:
+    def register(
+        self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None
+    ) -> None:
         """Register one plugin object and collect the components it registers."""
         if self.pm.get_plugin(name) is not None:
             raise PluginError(f"plugin {name!r} is registered twice")

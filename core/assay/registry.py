@@ -36,7 +36,7 @@ def load_index(path: Path) -> list[dict[str, Any]]:
     packs = data.get("packs") if isinstance(data, dict) else None
     required = ("name", "version", "spec_version", "digest", "distribution")
     if not isinstance(packs, list) or not all(isinstance(p, dict) and all(k in p for k in required) for p in packs):
-        raise SpecError(f"{path}: a registry index is {{\"packs\": [{{{', '.join(required)}}}, ...]}}")
+        raise SpecError(f'{path}: a registry index is {{"packs": [{{{", ".join(required)}}}, ...]}}')
     seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(packs):
         ident = (entry["name"], entry["version"])
@@ -80,11 +80,28 @@ def verify_installed(registry: Registry, index: list[dict[str, Any]]) -> list[Ve
             continue
         entries = [e for e in index if e["name"] == pack.name and e["version"] == version]
         if computed != claimed:
-            results.append(VerifyResult(name, version, "mismatch", computed, claimed, f"files give {computed}, its manifest says {claimed}"))
+            results.append(
+                VerifyResult(
+                    name, version, "mismatch", computed, claimed, f"files give {computed}, its manifest says {claimed}"
+                )
+            )
         elif not entries:
-            results.append(VerifyResult(name, version, "unregistered", computed, None, "no registry entry for this name and version"))
+            results.append(
+                VerifyResult(
+                    name, version, "unregistered", computed, None, "no registry entry for this name and version"
+                )
+            )
         elif entries[0]["digest"] != computed:
-            results.append(VerifyResult(name, version, "mismatch", computed, entries[0]["digest"], f"installed {computed}, registry {entries[0]['digest']}"))
+            results.append(
+                VerifyResult(
+                    name,
+                    version,
+                    "mismatch",
+                    computed,
+                    entries[0]["digest"],
+                    f"installed {computed}, registry {entries[0]['digest']}",
+                )
+            )
         else:
             results.append(VerifyResult(name, version, "ok", computed, entries[0]["digest"]))
     return results

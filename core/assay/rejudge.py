@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from .documents import DocumentError, load_document
 from .engine.messages import BackendError
@@ -39,8 +40,8 @@ from .hashing import digest_file
 from .packs import Pack
 from .plugins import Registry
 from .reports import BundleFiles
-from .reports.markdown import escape_markdown, markdown_table
 from .reports._model import Table
+from .reports.markdown import escape_markdown, markdown_table
 from .stats import cohen_kappa, percent_agreement, spearman
 
 __all__ = [
@@ -77,7 +78,10 @@ class RejudgedRow:
         """The row's entry of the output document."""
         return {
             "key": dict(self.key),
-            "original": {"core_fail": self.original.get("core_fail"), "safety_score": self.original.get("safety_score")},
+            "original": {
+                "core_fail": self.original.get("core_fail"),
+                "safety_score": self.original.get("safety_score"),
+            },
             "verdict": None if self.verdict is None else dict(self.verdict),
             "error": self.error,
         }
@@ -218,7 +222,9 @@ def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None =
         except OSError as exc:
             raise PackError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if not row["case_digest"] == entry.get("sha256") == on_disk:
-            raise SpecError(f"{bundle.label}: case {case_id}: the row's case_digest {row['case_digest']} does not match {where} ({on_disk})")
+            raise SpecError(
+                f"{bundle.label}: case {case_id}: the row's case_digest {row['case_digest']} does not match {where} ({on_disk})"
+            )
         try:
             cases[case_id] = load_document(path).data
         except DocumentError as exc:
@@ -226,7 +232,9 @@ def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None =
     return cases
 
 
-async def rejudge_rows(rows: Sequence[Row], cases: Mapping[str, Mapping[str, Any]], judge: Any, *, concurrency: int = _CONCURRENCY) -> list[RejudgedRow]:
+async def rejudge_rows(
+    rows: Sequence[Row], cases: Mapping[str, Mapping[str, Any]], judge: Any, *, concurrency: int = _CONCURRENCY
+) -> list[RejudgedRow]:
     """The second judge's semantic verdict for every row with a semantic stage, in row order.
 
     A call that fails for good (:class:`BackendError`) is recorded on its row
@@ -263,7 +271,9 @@ def agreement(rows: Sequence[RejudgedRow]) -> Agreement:
         if first_score is not None and second_score is not None:
             scores.append((first_score, second_score))
     confusion = {
-        f"original_{a}": {f"rejudged_{b}": sum(1 for x, y in labels if (x, y) == (a == "fail", b == "fail")) for b in ("fail", "pass")}
+        f"original_{a}": {
+            f"rejudged_{b}": sum(1 for x, y in labels if (x, y) == (a == "fail", b == "fail")) for b in ("fail", "pass")
+        }
         for a in ("fail", "pass")
     }
     first_labels, second_labels = [x for x, _ in labels], [y for _, y in labels]
@@ -357,16 +367,26 @@ def render_rejudge_markdown(result: RejudgeResult) -> str:
             ("Second judge", _judge_text(result.judge)),
             (f"Rows with a {result.stage} stage", str(a.rows)),
             ("Compared (both labels non-null)", str(a.compared)),
-            ("Not compared", f"{a.not_compared} (original null {a.original_null}, second null {a.rejudged_null}, judge errors {a.errors})"),
+            (
+                "Not compared",
+                f"{a.not_compared} (original null {a.original_null}, second null {a.rejudged_null}, judge errors {a.errors})",
+            ),
             ("Percent agreement", _share(agreed, a.compared)),
             ("Cohen's kappa", "n/a" if a.kappa is None else f"{a.kappa:.3f}"),
-            ("Safety-score Spearman", ("n/a" if a.spearman is None else f"{a.spearman:.3f}") + f" ({a.score_pairs} pairs)"),
+            (
+                "Safety-score Spearman",
+                ("n/a" if a.spearman is None else f"{a.spearman:.3f}") + f" ({a.score_pairs} pairs)",
+            ),
         ),
     )
     confusion = Table(
         ("original (rows) / second (columns)", "CoreFail", "CorePass"),
         tuple(
-            (name, str(a.confusion[f"original_{x}"]["rejudged_fail"]), str(a.confusion[f"original_{x}"]["rejudged_pass"]))
+            (
+                name,
+                str(a.confusion[f"original_{x}"]["rejudged_fail"]),
+                str(a.confusion[f"original_{x}"]["rejudged_pass"]),
+            )
             for name, x in (("CoreFail", "fail"), ("CorePass", "pass"))
         ),
         numeric_from=1,
@@ -376,7 +396,9 @@ def render_rejudge_markdown(result: RejudgeResult) -> str:
         markdown_table(facts),
         ["## Confusion"],
         markdown_table(confusion),
-        ["Rows where either CoreFail label is null, or the second judge's call failed, are left out of the agreement, "
-         "kappa and confusion; the Spearman correlation uses every row where both judges gave a safety score."],  # fmt: skip
+        [
+            "Rows where either CoreFail label is null, or the second judge's call failed, are left out of the agreement, "
+            "kappa and confusion; the Spearman correlation uses every row where both judges gave a safety score."
+        ],  # fmt: skip
     ]
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"

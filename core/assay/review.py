@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .bundle import write_json_atomic
 from .errors import UsageError
@@ -44,7 +45,9 @@ def export_packets(rows: Sequence[Mapping[str, Any]], out: Path, *, sample: int 
     key, template = {}, []
     for row in chosen:
         packet_id = _packet_id(row["key"], seed)
-        messages = [m for m in row["transcript"]["messages"] if m.get("role") != "system"]  # the system turn carries the condition
+        messages = [
+            m for m in row["transcript"]["messages"] if m.get("role") != "system"
+        ]  # the system turn carries the condition
         write_json_atomic(packets_dir / f"{packet_id}.json", {
             "packet_id": packet_id,
             "task": row["key"]["case_id"],
@@ -95,10 +98,14 @@ def _grounding(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
 
 
 def _view(labels: Mapping[str, Mapping[str, Any]], ids: Sequence[str]) -> dict[str, list[Any]]:
-    return {field: [labels.get(i, {}).get(field) for i in ids] for field in ("success", "refusal", "label", "grounding")}
+    return {
+        field: [labels.get(i, {}).get(field) for i in ids] for field in ("success", "refusal", "label", "grounding")
+    }
 
 
-def agreement_report(rows: Sequence[Mapping[str, Any]], key: Mapping[str, Any], reviewers: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
+def agreement_report(
+    rows: Sequence[Mapping[str, Any]], key: Mapping[str, Any], reviewers: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
     """Agreement of each reviewer with the original labels, and between reviewers."""
     by_key = {json.dumps(row["key"], sort_keys=True): row for row in rows}
     ids = sorted(key["packets"])
@@ -109,7 +116,12 @@ def agreement_report(rows: Sequence[Mapping[str, Any]], key: Mapping[str, Any], 
             raise UsageError(f"packet {packet_id} names a row that is not in the bundle")
         trajectory = row["stages"]["trajectory"]
         label = trajectory["primary_failure_label"]
-        original[packet_id] = {"success": trajectory["success"], "refusal": label in REFUSALS, "label": label or "success", "grounding": trajectory["grounding"]["score"]}
+        original[packet_id] = {
+            "success": trajectory["success"],
+            "refusal": label in REFUSALS,
+            "label": label or "success",
+            "grounding": trajectory["grounding"]["score"],
+        }
     truth = _view(original, ids)
     report: dict[str, Any] = {"packets": len(ids), "vs_original": {}, "between_reviewers": {}}
     views = {name: _view(labels, ids) for name, labels in reviewers.items()}

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import jsonschema
 import jsonschema_rs
@@ -124,8 +125,7 @@ class SpecSchemas:
     @functools.cached_property
     def _explainers(self) -> dict[str, jsonschema.Draft202012Validator]:
         return {
-            name: jsonschema.Draft202012Validator(self.raw[name], registry=self.registry)
-            for name in DOCUMENT_NAMES
+            name: jsonschema.Draft202012Validator(self.raw[name], registry=self.registry) for name in DOCUMENT_NAMES
         }
 
     def is_valid(self, name: str, document: Any) -> bool:
@@ -149,7 +149,9 @@ class SpecSchemas:
         # verdict follows ECMA-262 as JSON Schema asks, so it wins; its
         # errors then explain the failure.
         return [
-            SchemaViolation(_pointer(error.instance_path), error.message, str(error.schema_path[-1]) if error.schema_path else "")
+            SchemaViolation(
+                _pointer(error.instance_path), error.message, str(error.schema_path[-1]) if error.schema_path else ""
+            )
             for error in self._fast[name].iter_errors(document)
         ]
 

@@ -186,9 +186,7 @@ def _normal_quantile(p: float) -> float:
     return float(_sps.norm.ppf(p))
 
 
-def wilson_interval(
-    successes: int, n: int, confidence: float = 0.95
-) -> tuple[float, float]:
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Return the two-sided Wilson score interval for a binomial proportion.
 
     Takes the number of successes, the number of trials ``n`` (requires
@@ -452,9 +450,7 @@ def sign_permutation_test(
 # --------------------------------------------------------------------------
 
 
-def percent_agreement(
-    rater_a: Sequence[Hashable], rater_b: Sequence[Hashable]
-) -> float:
+def percent_agreement(rater_a: Sequence[Hashable], rater_b: Sequence[Hashable]) -> float:
     """Return the fraction of items on which two raters give the same label.
 
     Takes two equal-length, non-empty sequences of hashable labels. Returns

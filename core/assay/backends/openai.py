@@ -25,14 +25,15 @@ import os
 import random
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
 from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system
-from ._http import TransportFailure, TransportTimeout, make_transport
 from ..errors import UsageError
+from ._http import TransportFailure, TransportTimeout, make_transport
 
 __all__ = ["OpenAIBackend", "OpenAIEndpoint", "retry_after_seconds"]
 
@@ -95,8 +96,16 @@ class OpenAIEndpoint:
             "backend": "openai",
             "scripted": False,
             "base_url": self.base_url,
-            "model": {"name": self.model or "(server default)", "revision": None, "weights_sha256": None, "tokenizer": None,
-                      "chat_template_sha256": None, "precision": None, "quantization": None, "context_length": None},
+            "model": {
+                "name": self.model or "(server default)",
+                "revision": None,
+                "weights_sha256": None,
+                "tokenizer": None,
+                "chat_template_sha256": None,
+                "precision": None,
+                "quantization": None,
+                "context_length": None,
+            },
             "generation": generation,
             "concurrency": self.concurrency,
         }
@@ -149,10 +158,14 @@ class OpenAIEndpoint:
                         retry_after = retry_after_seconds(reply.headers.get("retry-after"))
                     else:
                         text = reply.body[:200].decode("utf-8", "replace")
-                        raise BackendError(f"HTTP {reply.status}: {text}", kind=f"http_{reply.status}", attempts=attempt + 1)
+                        raise BackendError(
+                            f"HTTP {reply.status}: {text}", kind=f"http_{reply.status}", attempts=attempt + 1
+                        )
             if attempt < self.retries:
                 await asyncio.sleep(self._delay(attempt, retry_after, rng))
-        raise BackendError(f"{last} (gave up after {self.retries + 1} attempts)", kind="retries_exhausted", attempts=self.retries + 1)
+        raise BackendError(
+            f"{last} (gave up after {self.retries + 1} attempts)", kind="retries_exhausted", attempts=self.retries + 1
+        )
 
     @staticmethod
     def _parse(data: Any, latency: float, attempts: int) -> ChatResponse:
@@ -204,10 +217,26 @@ class OpenAIBackend:
     def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> OpenAIEndpoint:
         """Make an endpoint from ``openai:model=...,base_url=...`` options."""
         options = dict(options)
-        known = {"model", "base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "backoff_cap", "temperature", "max_tokens", "fold_system", "http", "mode"}
+        known = {
+            "model",
+            "base_url",
+            "api_key_env",
+            "concurrency",
+            "timeout",
+            "retries",
+            "backoff",
+            "backoff_cap",
+            "temperature",
+            "max_tokens",
+            "fold_system",
+            "http",
+            "mode",
+        }
         unknown = sorted(set(options) - known)
         if unknown:
-            raise UsageError(f"openai backend: unknown option {unknown[0]!r} (known: {', '.join(sorted(known - {'mode'}))})")
+            raise UsageError(
+                f"openai backend: unknown option {unknown[0]!r} (known: {', '.join(sorted(known - {'mode'}))})"
+            )
         key_env = options.get("api_key_env", "OPENAI_API_KEY")
         return OpenAIEndpoint(
             id=endpoint_id,

@@ -29,13 +29,51 @@ def _selector(ctx: click.Context, param: click.Parameter, value):
 
 @click.command("compare")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--a", "a", required=True, metavar="SELECTOR", callback=_selector, help="The baseline rows: key=value[,key=value] over endpoint, condition, protocol.")
-@click.option("--b", "bs", required=True, multiple=True, metavar="SELECTOR", callback=_selector, help="Rows to compare with A, selecting the same fields; repeat for several.")
-@click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only this outcome (repeat for several): " + ", ".join(o.name for o in OUTCOMES) + ".")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the paired bootstrap, recorded in the output.")
+@click.option(
+    "--a",
+    "a",
+    required=True,
+    metavar="SELECTOR",
+    callback=_selector,
+    help="The baseline rows: key=value[,key=value] over endpoint, condition, protocol.",
+)
+@click.option(
+    "--b",
+    "bs",
+    required=True,
+    multiple=True,
+    metavar="SELECTOR",
+    callback=_selector,
+    help="Rows to compare with A, selecting the same fields; repeat for several.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="Only this outcome (repeat for several): " + ", ".join(o.name for o in OUTCOMES) + ".",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the paired bootstrap, recorded in the output.",
+)
 @click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples.")
-@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True), help="Significance level of the trajectory decision gates.")
-@click.option("--pack", "pack_root", type=click.Path(exists=True, file_okay=False, path_type=Path), help="The bundle's pack directory, for case families (default: the installed pack).")
+@click.option(
+    "--alpha",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Significance level of the trajectory decision gates.",
+)
+@click.option(
+    "--pack",
+    "pack_root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The bundle's pack directory, for case families (default: the installed pack).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @click.pass_context
 def compare_command(ctx: click.Context, bundle: Path, a: Selector, bs: tuple[Selector, ...], metrics: tuple[str, ...], seed: int, resamples: int,

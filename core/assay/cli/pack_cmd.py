@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
 from ..engine.check import check_pack
+from ..errors import UsageError
 from ..packs import Pack, lock_manifest
 from ..validate import find_pack_root
 from . import get_host
@@ -50,7 +50,10 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
     for failure in result.failures:
         click.echo(failure)
     verdict = "passed" if result.ok else f"FAILED ({len(result.failures)} problems)"
-    click.echo(f"pack {target.name} {target.version}: replay check {verdict}: {result.attack_cases} attack cases, {result.benign_cases} benign cases, {result.skipped} cases without an exec stage", err=True)
+    click.echo(
+        f"pack {target.name} {target.version}: replay check {verdict}: {result.attack_cases} attack cases, {result.benign_cases} benign cases, {result.skipped} cases without an exec stage",
+        err=True,
+    )
     ctx.exit(0 if result.ok else 1)
 
 

@@ -34,11 +34,20 @@ def packs_command(ctx: click.Context, as_json: bool) -> None:
                 "path": str(pack.root),
             }
         except AssayError as exc:
-            row = {"name": registration.name, "version": None, "digest": None, "cases": None, "error": str(exc),
-                   "distribution": registration.distribution, "path": str(pack.root)}
+            row = {
+                "name": registration.name,
+                "version": None,
+                "digest": None,
+                "cases": None,
+                "error": str(exc),
+                "distribution": registration.distribution,
+                "path": str(pack.root),
+            }
         rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     columns = ("name", "version", "digest", "cases")
-    click.echo(render_table(columns, [[str(row.get(c) if row.get(c) is not None else "-") for c in columns] for row in rows]))
+    click.echo(
+        render_table(columns, [[str(row.get(c) if row.get(c) is not None else "-") for c in columns] for row in rows])
+    )

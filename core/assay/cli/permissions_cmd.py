@@ -26,12 +26,34 @@ def permissions_command() -> None:
 
 
 @permissions_command.command("trace", context_settings={"ignore_unknown_options": True})
-@click.option("--env", "case_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Run inside this case's environment jail (a kind: permission case file).")
-@click.option("--cwd", metavar="DIR", default=None, help="Working directory: a jail path with --env (default /), else a host path (default: here).")
-@click.option("--include-implicit", is_flag=True, help="Keep the runtime's implicit accesses (libraries, locale, /tmp...).")
-@click.option("--timeout", "timeout_s", metavar="SECONDS", type=float, default=60.0, show_default=True, help="Seconds before the command is killed.")
+@click.option(
+    "--env",
+    "case_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Run inside this case's environment jail (a kind: permission case file).",
+)
+@click.option(
+    "--cwd",
+    metavar="DIR",
+    default=None,
+    help="Working directory: a jail path with --env (default /), else a host path (default: here).",
+)
+@click.option(
+    "--include-implicit", is_flag=True, help="Keep the runtime's implicit accesses (libraries, locale, /tmp...)."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    metavar="SECONDS",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds before the command is killed.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def trace_command(case_path: Path | None, cwd: str | None, include_implicit: bool, timeout_s: float, command: tuple[str, ...]) -> None:
+def trace_command(
+    case_path: Path | None, cwd: str | None, include_implicit: bool, timeout_s: float, command: tuple[str, ...]
+) -> None:
     """Run COMMAND under strace and print the paths it read, wrote and executed as JSON.
 
     Put -- before the command, as in: assay permissions trace -- sh -c 'cat
@@ -79,7 +101,9 @@ def _trace_on_host(command: list[str], cwd: str | None, timeout_s: float) -> tup
     return with_interpreters(accessed, lambda path: _head(Path("/"), path)), code, output
 
 
-def _trace_in_jail(case_path: Path, command: list[str], cwd: str, timeout_s: float) -> tuple[PermissionSet, int | None, str]:
+def _trace_in_jail(
+    case_path: Path, command: list[str], cwd: str, timeout_s: float
+) -> tuple[PermissionSet, int | None, str]:
     try:
         case = load_document(case_path).data
     except DocumentError as exc:
@@ -113,4 +137,3 @@ def _pack_root(case_path: Path) -> Path | None:
         if find_manifest(directory) is not None:
             return directory
     return None
-

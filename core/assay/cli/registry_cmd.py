@@ -17,7 +17,12 @@ def registry_command() -> None:
 
 
 @registry_command.command("verify")
-@click.option("--index", "index_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Registry index file (default: the one shipped with assay).")
+@click.option(
+    "--index",
+    "index_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Registry index file (default: the one shipped with assay).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def verify_command(ctx: click.Context, index_path: Path | None, as_json: bool) -> None:

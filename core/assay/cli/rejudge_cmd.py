@@ -15,13 +15,34 @@ from . import get_host
 
 @click.command("rejudge")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--judge", "judge", required=True, metavar="SPEC", help="The second judge: rule, or llm:backend=NAME,<backend options>.")
-@click.option("--stage", default="semantic", show_default=True, type=click.Choice(STAGES), help="The stage to re-judge.")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE", help="Write the second judge's verdict per row key, with the summary, to FILE (JSON, atomically).")
-@click.option("--pack", "pack", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Read the cases from this pack directory instead of the installed pack.")
+@click.option(
+    "--judge",
+    "judge",
+    required=True,
+    metavar="SPEC",
+    help="The second judge: rule, or llm:backend=NAME,<backend options>.",
+)
+@click.option(
+    "--stage", default="semantic", show_default=True, type=click.Choice(STAGES), help="The stage to re-judge."
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the second judge's verdict per row key, with the summary, to FILE (JSON, atomically).",
+)
+@click.option(
+    "--pack",
+    "pack",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Read the cases from this pack directory instead of the installed pack.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of Markdown.")
 @click.pass_context
-def rejudge_command(ctx: click.Context, bundle: Path, judge: str, stage: str, out: Path | None, pack: Path | None, as_json: bool) -> None:
+def rejudge_command(
+    ctx: click.Context, bundle: Path, judge: str, stage: str, out: Path | None, pack: Path | None, as_json: bool
+) -> None:
     """Re-judge the semantic stage of BUNDLE (a directory or .zip) with a second judge.
 
     Every row with a semantic stage is judged again from the same inputs: the
@@ -42,7 +63,9 @@ def rejudge_command(ctx: click.Context, bundle: Path, judge: str, stage: str, ou
     result = rejudge_bundle(files, judge, get_host(ctx).registry, pack_root=pack, stage=stage)
     if out is not None:
         document = result.to_document()
-        write_bytes_atomic(out, (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+        write_bytes_atomic(
+            out, (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        )
         click.echo(f"{bundle}: {len(result.rows)} verdicts written to {out}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_document(verdicts=False), indent=2, sort_keys=True, ensure_ascii=False))

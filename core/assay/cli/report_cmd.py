@@ -20,12 +20,38 @@ _NAMED = 3
 
 @click.command("report")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the recomputed metrics summary (JSON) instead of Markdown.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE", help="Write a self-contained HTML report (tables and figures) to FILE.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE", help="Write the Markdown report to FILE.")
-@click.option("--pack", "pack", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Take case families from this pack directory instead of the installed pack.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the recomputed metrics summary (JSON) instead of Markdown."
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write a self-contained HTML report (tables and figures) to FILE.",
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the Markdown report to FILE.",
+)
+@click.option(
+    "--pack",
+    "pack",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Take case families from this pack directory instead of the installed pack.",
+)
 @click.pass_context
-def report_command(ctx: click.Context, bundle: Path, as_json: bool, html_path: Path | None, markdown_path: Path | None, pack: Path | None) -> None:
+def report_command(
+    ctx: click.Context,
+    bundle: Path,
+    as_json: bool,
+    html_path: Path | None,
+    markdown_path: Path | None,
+    pack: Path | None,
+) -> None:
     """Report on BUNDLE (a directory or .zip), recomputing every metric from its rows.
 
     Prints the design's main tables that the bundle's stages support
@@ -60,6 +86,9 @@ def report_command(ctx: click.Context, bundle: Path, as_json: bool, html_path: P
         more = f"; and {len(data.differences) - _NAMED} more" if len(data.differences) > _NAMED else ""
         count = len(data.differences)
         noun = "difference" if count == 1 else "differences"
-        click.echo(f"assay: warning: {bundle}: metrics.json does not reproduce from the rows ({count} {noun}): {named}{more}", err=True)
+        click.echo(
+            f"assay: warning: {bundle}: metrics.json does not reproduce from the rows ({count} {noun}): {named}{more}",
+            err=True,
+        )
         ctx.exit(1)
     ctx.exit(0)

@@ -19,9 +19,16 @@ def review_command() -> None:
 
 @review_command.command("export")
 @click.argument("bundle", type=click.Path(exists=True, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for packets/, key.json and labels.template.json.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for packets/, key.json and labels.template.json.",
+)
 @click.option("--sample", type=int, help="Review a seeded sample of N rows instead of all.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample, the shuffle and the packet names.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the sample, the shuffle and the packet names."
+)
 def export_command(bundle: Path, out: Path, sample: int | None, seed: int) -> None:
     """Write blind packets: no condition, endpoint, original label, grounding or checker reason."""
     count = export_packets(read_bundle(bundle).rows, out, sample=sample, seed=seed)
@@ -31,7 +38,14 @@ def export_command(bundle: Path, out: Path, sample: int | None, seed: int) -> No
 @review_command.command("import")
 @click.argument("bundle", type=click.Path(exists=True, path_type=Path))
 @click.option("--key", "key_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--labels", "label_paths", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True, required=True, help="A reviewer's labels (repeatable; the file name names the reviewer).")
+@click.option(
+    "--labels",
+    "label_paths",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    required=True,
+    help="A reviewer's labels (repeatable; the file name names the reviewer).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def import_command(bundle: Path, key_path: Path, label_paths: tuple[Path, ...], as_json: bool) -> None:
     """Agreement with the original labels (and between reviewers): kappa, exact and within-one, Spearman."""
@@ -46,7 +60,9 @@ def import_command(bundle: Path, key_path: Path, label_paths: tuple[Path, ...], 
         return
     fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     click.echo(f"{report['packets']} packets\n")
-    click.echo("| comparison | success agree | success kappa | refusal kappa | label agree | label kappa | grounding exact | within one | Spearman |")
+    click.echo(
+        "| comparison | success agree | success kappa | refusal kappa | label agree | label kappa | grounding exact | within one | Spearman |"
+    )
     click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for section, title in (("vs_original", "{} vs original"), ("between_reviewers", "{}")):
         for name, m in report[section].items():

@@ -64,27 +64,62 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.command("run")
 @click.argument("run_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pack", help="Pack NAME[@VERSION] (installed) or a pack directory.")
-@click.option("--endpoint", "endpoints", multiple=True, help="Endpoint spec, repeatable: scripted:mixed, local, openai:model=M,base_url=U[,id=NAME].")
-@click.option("--defense", "--condition", "defenses", multiple=True, help="Condition, repeatable: a defense policy (D0 default, B1-B4, D1-D4, D3_LM) or a prompt condition (standard, authorized, stress).")
+@click.option(
+    "--endpoint",
+    "endpoints",
+    multiple=True,
+    help="Endpoint spec, repeatable: scripted:mixed, local, openai:model=M,base_url=U[,id=NAME].",
+)
+@click.option(
+    "--defense",
+    "--condition",
+    "defenses",
+    multiple=True,
+    help="Condition, repeatable: a defense policy (D0 default, B1-B4, D1-D4, D3_LM) or a prompt condition (standard, authorized, stress).",
+)
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
 @click.option("--judge", help="Judge spec: rule (default) or llm:backend=NAME,<backend options>.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Output folder (bundle/, bundle.zip, state/).")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Output folder (bundle/, bundle.zip, state/)."
+)
 @click.option("--limit", type=int, help="Only the first N cases (in id order).")
 @click.option("--sample", help="stratified:N (N cases per family) or limit:N.")
 @click.option("--sample-seed", type=int, help="Seed of the stratified draw (recorded; default 0).")
 @click.option("--concurrency", type=int, help="Work items in flight (default 16).")
 @click.option("--executor", help="Executor spec: local (default) or ray[:address=...,batch=N].")
 @click.option("--sandbox", help="Sandbox spec for the exec stage (default local).")
-@click.option("--controller", type=click.Choice(["strict", "repair"]), help="Trajectory controller mode (default repair).")
-@click.option("--max-model-calls", type=click.IntRange(min=1), help="Trajectory budget: model calls per task, shared by every condition (default: each case's own).")
-@click.option("--wall-time", type=click.FloatRange(min=0, min_open=True), help="Trajectory budget: wall-clock seconds per task (default: each case's own).")
-@click.option("--context-window", type=click.IntRange(min=1), help="Trajectory context policy: keep the task and the last N exchanges (default: full context).")
-@click.option("--exec-agent", help="Permission stage: a fixed execution agent (an endpoint spec) for every policy writer (default: each item's endpoint).")
+@click.option(
+    "--controller", type=click.Choice(["strict", "repair"]), help="Trajectory controller mode (default repair)."
+)
+@click.option(
+    "--max-model-calls",
+    type=click.IntRange(min=1),
+    help="Trajectory budget: model calls per task, shared by every condition (default: each case's own).",
+)
+@click.option(
+    "--wall-time",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Trajectory budget: wall-clock seconds per task (default: each case's own).",
+)
+@click.option(
+    "--context-window",
+    type=click.IntRange(min=1),
+    help="Trajectory context policy: keep the task and the last N exchanges (default: full context).",
+)
+@click.option(
+    "--exec-agent",
+    help="Permission stage: a fixed execution agent (an endpoint spec) for every policy writer (default: each item's endpoint).",
+)
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
-@click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the effective settings to this run file (comments in an existing file are kept) and exit.")
+@click.option(
+    "--save",
+    "save_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the effective settings to this run file (comments in an existing file are kept) and exit.",
+)
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.pass_context
 def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> None:
@@ -95,7 +130,24 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
     options win.
     """
     data = _from_file(run_file) if run_file else {}
-    for key in ("pack", "judge", "out", "limit", "sample", "sample_seed", "concurrency", "executor", "epochs", "max_tokens", "sandbox", "controller", "max_model_calls", "wall_time", "context_window", "exec_agent"):
+    for key in (
+        "pack",
+        "judge",
+        "out",
+        "limit",
+        "sample",
+        "sample_seed",
+        "concurrency",
+        "executor",
+        "epochs",
+        "max_tokens",
+        "sandbox",
+        "controller",
+        "max_model_calls",
+        "wall_time",
+        "context_window",
+        "exec_agent",
+    ):
         if options.get(key) is not None:
             data[key] = options[key]
     if options["endpoints"]:
@@ -147,6 +199,8 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
         skipped = ", ".join(f"{n} {family}" for family, n in sorted(outcome.excluded_cases.items()))
         click.echo(f"note: cases with no stage in this run were left out: {skipped}", err=True)
     verdict = "valid" if outcome.report.ok else "INVALID"
-    click.echo(f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows, {outcome.resumed_rows} resumed; {verdict})")
+    click.echo(
+        f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows, {outcome.resumed_rows} resumed; {verdict})"
+    )
     click.echo(f"archive: {outcome.archive}")
     ctx.exit(0 if outcome.report.ok else 1)

@@ -15,10 +15,19 @@ from . import get_host
 @click.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report.")
-@click.option("--pack", "pack", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Check bundles against this pack directory instead of the installed pack.")
-@click.option("--schema", type=click.Choice(DOCUMENT_NAMES), help="Treat a single document as this type instead of guessing.")
+@click.option(
+    "--pack",
+    "pack",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Check bundles against this pack directory instead of the installed pack.",
+)
+@click.option(
+    "--schema", type=click.Choice(DOCUMENT_NAMES), help="Treat a single document as this type instead of guessing."
+)
 @click.pass_context
-def validate_command(ctx: click.Context, paths: tuple[Path, ...], as_json: bool, pack: Path | None, schema: str | None) -> None:
+def validate_command(
+    ctx: click.Context, paths: tuple[Path, ...], as_json: bool, pack: Path | None, schema: str | None
+) -> None:
     """Validate PATHS: pack directories, case or policy files, bundle directories or .zip files.
 
     Each problem is one line, FILE:LINE: /json/pointer: message, most relevant
@@ -27,7 +36,9 @@ def validate_command(ctx: click.Context, paths: tuple[Path, ...], as_json: bool,
     registry = get_host(ctx).registry
     reports = [validate_path(path, registry, pack=pack, schema=schema) for path in paths]
     if as_json:
-        click.echo(json.dumps({"valid": all(r.ok for r in reports), "reports": [r.to_json() for r in reports]}, indent=2))
+        click.echo(
+            json.dumps({"valid": all(r.ok for r in reports), "reports": [r.to_json() for r in reports]}, indent=2)
+        )
     else:
         for report in reports:
             for issue in report.ordered():
@@ -36,7 +47,9 @@ def validate_command(ctx: click.Context, paths: tuple[Path, ...], as_json: bool,
                 click.echo(f"{report.target}: valid {report.kind}{_summary(report.facts)}", err=True)
             else:
                 count = len(report.issues)
-                click.echo(f"{report.target}: invalid {report.kind} ({count} problem{'s' if count != 1 else ''})", err=True)
+                click.echo(
+                    f"{report.target}: invalid {report.kind} ({count} problem{'s' if count != 1 else ''})", err=True
+                )
     ctx.exit(0 if all(r.ok for r in reports) else 1)
 
 

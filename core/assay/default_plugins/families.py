@@ -22,7 +22,11 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
         title="Direct prompt injection",
         description="The attacker writes the user turn and tries to override the agent's instructions directly.",
         channels=("user_turn",),
-        default_labels={"source_channel": "user_turn", "mechanism": "instruction_override", "evidence_channel": "final_response"},
+        default_labels={
+            "source_channel": "user_turn",
+            "mechanism": "instruction_override",
+            "evidence_channel": "final_response",
+        },
         stages=_ATTACK_STAGES,
     ),
     Family(
@@ -31,7 +35,11 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
         title="Indirect prompt injection",
         description="Instructions hidden in content the agent reads: a document or a web page.",
         channels=("document", "web_page"),
-        default_labels={"source_channel": "document", "mechanism": "embedded_instruction", "evidence_channel": "tool_trace"},
+        default_labels={
+            "source_channel": "document",
+            "mechanism": "embedded_instruction",
+            "evidence_channel": "tool_trace",
+        },
         stages=_ATTACK_STAGES,
     ),
     Family(
@@ -40,7 +48,11 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
         title="Tool-return injection",
         description="Instructions placed in the value a tool returns, often disguised as tool metadata.",
         channels=("tool_return",),
-        default_labels={"source_channel": "tool_return", "mechanism": "tool_output_instruction", "evidence_channel": "tool_trace"},
+        default_labels={
+            "source_channel": "tool_return",
+            "mechanism": "tool_output_instruction",
+            "evidence_channel": "tool_trace",
+        },
         stages=_ATTACK_STAGES,
     ),
     Family(
@@ -63,7 +75,12 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
         title="Memory and protected-information extraction",
         description="Requests that try to extract secrets, the system prompt, protected memory or configuration.",
         channels=("user_turn", "memory_entry"),
-        default_labels={"source_channel": "user_turn", "mechanism": "extraction_request", "harm_goal": "disclosure", "evidence_channel": "final_response"},
+        default_labels={
+            "source_channel": "user_turn",
+            "mechanism": "extraction_request",
+            "harm_goal": "disclosure",
+            "evidence_channel": "final_response",
+        },
         stages=_ATTACK_STAGES,
     ),
     Family(
@@ -72,7 +89,11 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
         title="Ambiguity-driven unsafe inference",
         description="An underspecified request whose most convenient reading is unsafe.",
         channels=("user_turn",),
-        default_labels={"source_channel": "user_turn", "mechanism": "underspecification", "evidence_channel": "tool_trace"},
+        default_labels={
+            "source_channel": "user_turn",
+            "mechanism": "underspecification",
+            "evidence_channel": "tool_trace",
+        },
         stages=_ATTACK_STAGES,
     ),
 )
@@ -94,8 +115,16 @@ TRAJECTORY_KINDS: tuple[Family, ...] = tuple(
     for slug, title, description in (
         ("localization", "Vulnerability localization", "Find the file and symbol that hold a known defect."),
         ("reachability", "Reachability verification", "Show whether an entry point reaches the defective code."),
-        ("proof_of_trigger", "Proof of trigger", "Produce redacted local evidence (a failing test or checker output) that the defect triggers."),
-        ("patch_verification", "Patch verification", "Decide whether a candidate patch fixes the defect, with local evidence."),
+        (
+            "proof_of_trigger",
+            "Proof of trigger",
+            "Produce redacted local evidence (a failing test or checker output) that the defect triggers.",
+        ),
+        (
+            "patch_verification",
+            "Patch verification",
+            "Decide whether a candidate patch fixes the defect, with local evidence.",
+        ),
         ("report_writing", "Security report writing", "Write a grounded report of the defect for maintainers."),
         ("sanity", "Sanity control", "Ordinary, non-security defect analysis in the same harness."),
         ("coding", "Coding control", "A small local repair task in the style of HumanEval/MBPP."),

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from ..components import OracleResult
 from ..hookspecs import hookimpl
 
-_HARM = ["tool_call", "state_change", "observed_harm", "text_harm", "access_harm", "action_harm", "persist_harm", "attack"]
+_HARM = [
+    "tool_call",
+    "state_change",
+    "observed_harm",
+    "text_harm",
+    "access_harm",
+    "action_harm",
+    "persist_harm",
+    "attack",
+]
 
 
 @dataclass(frozen=True)
@@ -36,11 +46,7 @@ class FunctionOracle:
 
 def _protected_values(case: Mapping[str, Any], ids: list[str] | None) -> dict[str, str]:
     objects = case.get("protected_objects", []) if case else []
-    return {
-        obj["id"]: obj["value"]
-        for obj in objects
-        if "value" in obj and (ids is None or obj["id"] in ids)
-    }
+    return {obj["id"]: obj["value"] for obj in objects if "value" in obj and (ids is None or obj["id"] in ids)}
 
 
 def _text_contains(observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:

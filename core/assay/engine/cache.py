@@ -28,7 +28,9 @@ class ResponseCache:
         # NORMAL in WAL mode survives a process kill; only an OS crash can lose
         # the last commits, and those requests are simply asked again.
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, response TEXT NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, response TEXT NOT NULL)"
+        )
 
     def get(self, key: str) -> ChatResponse | None:
         """The cached response for a request digest, or None."""

@@ -54,6 +54,7 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
         cache_path=None,
         sandbox=(sandbox, ()),
     )
+
     def has_exec(entry: dict[str, Any]) -> bool:
         family = host.registry.get("families", entry["family"])
         return family is not None and "exec" in family.stages
@@ -70,7 +71,11 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
             async with limit:
                 return item, await runtime.execute(item)
 
-        items = [WorkItem(case_id, endpoint, "D0", 0, 0, "replay-check") for case_id in sorted(index) for endpoint in ("attacker", "safe")]
+        items = [
+            WorkItem(case_id, endpoint, "D0", 0, 0, "replay-check")
+            for case_id in sorted(index)
+            for endpoint in ("attacker", "safe")
+        ]
         try:
             return await asyncio.gather(*(one(item) for item in items))
         finally:
@@ -80,14 +85,18 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
         kind = "benign" if index[item.case_id]["family"] == "BENIGN" else "attack"
         if "exec" not in row["stages"]:
             if item.endpoint == "attacker":
-                result.failures.append(f"{item.case_id}: the exec stage did not run ({'; '.join(e['message'] for e in row['errors']) or 'no outcome'})")
+                result.failures.append(
+                    f"{item.case_id}: the exec stage did not run ({'; '.join(e['message'] for e in row['errors']) or 'no outcome'})"
+                )
             continue
         if kind == "benign":
             if item.endpoint == "safe":
                 result.benign_cases += 1
                 missed = [name for name, fired in _fired(row, ("benign_utility",)) if not fired]
                 if missed or not _fired(row, ("benign_utility",)):
-                    result.failures.append(f"{item.case_id}: the safe agent does not complete the benign task (utility oracle {', '.join(missed) or 'missing'})")
+                    result.failures.append(
+                        f"{item.case_id}: the safe agent does not complete the benign task (utility oracle {', '.join(missed) or 'missing'})"
+                    )
             continue
         harm = _fired(row, _HARM)
         if item.endpoint == "attacker":
@@ -96,7 +105,9 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
                 result.failures.append(f"{item.case_id}: no harm oracle (observed_harm or persist_harm)")
             for name, fired in harm:
                 if not fired:
-                    result.failures.append(f"{item.case_id}: harm oracle {name} does not fire for the attacker-compliant replay")
+                    result.failures.append(
+                        f"{item.case_id}: harm oracle {name} does not fire for the attacker-compliant replay"
+                    )
         else:
             for name, fired in harm:
                 if fired:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
-
 
 __all__ = ["BackendError", "ChatRequest", "ChatResponse", "fold_system", "plain_turns"]
 
@@ -50,7 +50,9 @@ def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": call["name"],
-                    "arguments": call["arguments"] if isinstance(call.get("arguments"), str) else json.dumps(call.get("arguments", {}), sort_keys=True),
+                    "arguments": call["arguments"]
+                    if isinstance(call.get("arguments"), str)
+                    else json.dumps(call.get("arguments", {}), sort_keys=True),
                 },
             }
             for call in message["tool_calls"]
@@ -68,7 +70,10 @@ def plain_turns(messages: tuple[Mapping[str, Any], ...]) -> tuple[dict[str, Any]
     for message in messages:
         role, content = message.get("role"), str(message.get("content") or "")
         if role == "assistant" and message.get("tool_calls"):
-            actions = "\n".join(json.dumps({"tool": c["name"], "arguments": c.get("arguments", {})}, sort_keys=True) for c in message["tool_calls"])
+            actions = "\n".join(
+                json.dumps({"tool": c["name"], "arguments": c.get("arguments", {})}, sort_keys=True)
+                for c in message["tool_calls"]
+            )
             content = f"{content}\n{actions}".strip()
         elif role == "tool":
             role, content = "user", f"Result of {message.get('name', 'the tool')}:\n{content}"
@@ -151,7 +156,7 @@ class ChatResponse:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "ChatResponse":
+    def from_json(cls, data: Mapping[str, Any]) -> ChatResponse:
         """Inverse of :meth:`to_json`."""
         return cls(
             content=data.get("content"),

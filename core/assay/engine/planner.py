@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from ..errors import UsageError
 
@@ -65,11 +66,20 @@ class Plan:
 
     def items(self) -> Iterator[WorkItem]:
         """Every work item, in plan order."""
-        for combo in itertools.product(self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols):
+        for combo in itertools.product(
+            self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols
+        ):
             yield WorkItem(*combo)
 
     def __len__(self) -> int:
-        return len(self.cases) * len(self.endpoints) * len(self.conditions) * len(self.seeds) * self.epochs * len(self.protocols)
+        return (
+            len(self.cases)
+            * len(self.endpoints)
+            * len(self.conditions)
+            * len(self.seeds)
+            * self.epochs
+            * len(self.protocols)
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The ``plan`` member of the run manifest."""
@@ -136,14 +146,29 @@ def build_plan(
     sampling: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Validate and freeze a plan; duplicates in any axis are a usage error."""
-    for axis, values in (("cases", cases), ("endpoints", endpoints), ("conditions", conditions), ("seeds", seeds), ("protocols", protocols), ("stages", stages)):
+    for axis, values in (
+        ("cases", cases),
+        ("endpoints", endpoints),
+        ("conditions", conditions),
+        ("seeds", seeds),
+        ("protocols", protocols),
+        ("stages", stages),
+    ):
         if not values:
             raise UsageError(f"the plan has no {axis}")
         if len(set(values)) != len(values):
-            raise UsageError(f"the plan names the same {axis[:-1]} twice: {sorted(v for v in values if list(values).count(v) > 1)[0]!r}")
+            raise UsageError(
+                f"the plan names the same {axis[:-1]} twice: {sorted(v for v in values if list(values).count(v) > 1)[0]!r}"
+            )
     if epochs < 1:
         raise UsageError("epochs must be at least 1")
     return Plan(
-        tuple(cases), tuple(endpoints), tuple(conditions), tuple(int(s) for s in seeds), epochs,
-        tuple(protocols), tuple(stages), dict(sampling or {"strategy": "all"}),
+        tuple(cases),
+        tuple(endpoints),
+        tuple(conditions),
+        tuple(int(s) for s in seeds),
+        epochs,
+        tuple(protocols),
+        tuple(stages),
+        dict(sampling or {"strategy": "all"}),
     )

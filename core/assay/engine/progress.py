@@ -12,7 +12,15 @@ __all__ = ["Progress"]
 class Progress:
     """Counts finished and failed items and shows done/total, rate, ETA and errors."""
 
-    def __init__(self, total: int, *, done: int = 0, stream: IO[str] | None = None, interval_s: float = 10.0, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        done: int = 0,
+        stream: IO[str] | None = None,
+        interval_s: float = 10.0,
+        enabled: bool = True,
+    ) -> None:
         self.total, self.done, self.errors = total, done, 0
         self.stream = stream or sys.stderr
         self.interval_s = interval_s
@@ -22,11 +30,17 @@ class Progress:
         self._last_line = self._start
         self._rich: Any = None
         if enabled and self.stream.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
 
             self._rich = RichProgress(
-                TextColumn("[bold]assay run"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                TimeRemainingColumn(), TextColumn("errors: {task.fields[errors]}"), transient=False,
+                TextColumn("[bold]assay run"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                TextColumn("errors: {task.fields[errors]}"),
+                transient=False,
             )
             self._task = self._rich.add_task("run", total=total, completed=done, rate="", errors=0)
             self._rich.start()
@@ -51,7 +65,11 @@ class Progress:
             self._last_line = now
             rate = self._rate()
             eta = (self.total - self.done) / rate if rate > 0 else float("nan")
-            print(f"assay run: {self.done}/{self.total} items, {rate:.1f}/s, ETA {eta:.0f} s, {self.errors} errors", file=self.stream, flush=True)
+            print(
+                f"assay run: {self.done}/{self.total} items, {rate:.1f}/s, ETA {eta:.0f} s, {self.errors} errors",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         """Stop the display."""

@@ -9,11 +9,20 @@ manifest, so a change to it is visible in provenance.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..hashing import digest_document
 
-__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "apply_defense", "prompt_digest", "semantic_messages", "withheld_marker", "withhold"]
+__all__ = [
+    "PROMPT_VERSION",
+    "SYSTEM_PROMPT",
+    "apply_defense",
+    "prompt_digest",
+    "semantic_messages",
+    "withheld_marker",
+    "withhold",
+]
 
 PROMPT_VERSION = "semantic-v1"
 
@@ -40,7 +49,9 @@ def prompt_digest() -> str:
     return digest_document({"version": PROMPT_VERSION, "system": SYSTEM_PROMPT, "channels": _CHANNEL_INTROS})
 
 
-def apply_defense(system: str, messages: list[dict[str, Any]], policy: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def apply_defense(
+    system: str, messages: list[dict[str, Any]], policy: Mapping[str, Any]
+) -> tuple[str, list[dict[str, Any]]]:
     """Place a defense policy's text as its ``placement`` says."""
     placement, text = policy.get("placement", "none"), policy.get("text", "")
     if placement == "system_prefix":
@@ -99,7 +110,12 @@ def _turns(case: Mapping[str, Any]) -> list[dict[str, Any]]:
         turns: list[dict[str, Any]] = []
         for index, session in enumerate(case["sessions"]):
             if index:
-                turns.append({"role": "user", "content": f"[A new session (session {index + 1}) begins. Memory from earlier sessions persists.]"})
+                turns.append(
+                    {
+                        "role": "user",
+                        "content": f"[A new session (session {index + 1}) begins. Memory from earlier sessions persists.]",
+                    }
+                )
             turns += [dict(m) for m in session["messages"]]
         return turns
     if case.get("messages"):
@@ -125,7 +141,8 @@ def semantic_messages(case: Mapping[str, Any], policy: Mapping[str, Any]) -> lis
     shown = [inj for inj in case.get("injections", []) if inj["channel"] in _CHANNEL_INTROS]
     if shown:
         blocks = "\n\n".join(
-            _CHANNEL_INTROS[inj["channel"]].format(location=inj.get("location", "(unnamed)")) + "\n" + inj["content"] for inj in shown
+            _CHANNEL_INTROS[inj["channel"]].format(location=inj.get("location", "(unnamed)")) + "\n" + inj["content"]
+            for inj in shown
         )
         last_user = max((i for i, m in enumerate(turns) if m["role"] == "user"), default=None)
         if last_user is None:

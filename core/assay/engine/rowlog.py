@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 

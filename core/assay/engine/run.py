@@ -13,9 +13,10 @@ import json
 import os
 import platform
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -27,6 +28,7 @@ from ..hashing import digest_document
 from ..packs import Pack, find_manifest
 from ..permissions.jail import landlock_available
 from ..plugins import PluginHost, load_plugins
+from ..sandboxes.local import TOOL_SCHEMAS
 from ..schemas import CURRENT_SPEC_VERSION
 from ..summary import compute_metrics, summary_document
 from ..validate import Report, validate_path
@@ -38,7 +40,6 @@ from .runtime import Job, Runtime
 from .specs import ComponentSpec, parse_spec
 from .stages import IMPLEMENTED, STAGE_ORDER
 from .stages.exec import EXEC_PROMPT_VERSION, EXEC_SYSTEM_PROMPT
-from ..sandboxes.local import TOOL_SCHEMAS
 
 __all__ = ["RunOutcome", "RunSettings", "execute_run"]
 
@@ -99,7 +100,9 @@ def _resolve_pack(text: str, host: PluginHost) -> Pack:
     name, _, version = text.partition("@")
     pack = host.registry.get("packs", name)
     if pack is None:
-        raise UsageError(f"pack {name!r} is not installed (installed: {', '.join(host.registry.names('packs')) or 'none'})")
+        raise UsageError(
+            f"pack {name!r} is not installed (installed: {', '.join(host.registry.names('packs')) or 'none'})"
+        )
     if version and pack.version != version:
         raise UsageError(f"pack {name} is installed at version {pack.version}, not {version}")
     return pack
@@ -112,9 +115,13 @@ def _endpoint_specs(texts: Sequence[str], host: PluginHost) -> list[tuple[str, C
     for text in texts:
         spec = parse_spec(text, what="endpoint")
         if host.registry.get("backends", spec.plugin) is None:
-            raise UsageError(f"endpoint {text!r}: backend {spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})")
+            raise UsageError(
+                f"endpoint {text!r}: backend {spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})"
+            )
         options = dict(spec.options)
-        endpoint_id = options.pop("id", None) or "-".join(filter(None, [spec.plugin, options.get("mode"), options.get("model")]))
+        endpoint_id = options.pop("id", None) or "-".join(
+            filter(None, [spec.plugin, options.get("mode"), options.get("model")])
+        )
         endpoint_id = "".join(c if c.isalnum() or c in "._:@+-" else "-" for c in endpoint_id)
         if endpoint_id in seen:
             raise UsageError(f"two endpoints have the id {endpoint_id!r}; give them distinct id= options")
@@ -133,14 +140,18 @@ def _stages(requested: Sequence[str] | None, families: set[str], host: PluginHos
             if stage not in STAGE_ORDER:
                 raise UsageError(f"unknown stage {stage!r} (stages: {', '.join(STAGE_ORDER)})")
             if stage not in IMPLEMENTED:
-                raise UsageError(f"stage {stage!r} is not available in assay {__version__} yet (available: {', '.join(IMPLEMENTED)})")
+                raise UsageError(
+                    f"stage {stage!r} is not available in assay {__version__} yet (available: {', '.join(IMPLEMENTED)})"
+                )
             if stage not in supported:
                 raise UsageError(f"no case of this pack supports stage {stage!r}")
         chosen = set(requested)
     else:
         chosen = supported & set(IMPLEMENTED)
         if not chosen:
-            raise UsageError(f"this engine implements no stage this pack's cases support ({', '.join(sorted(supported))})")
+            raise UsageError(
+                f"this engine implements no stage this pack's cases support ({', '.join(sorted(supported))})"
+            )
     if "audit" in chosen and "semantic" not in chosen:
         raise UsageError("the audit stage needs the semantic stage (it audits exactly the CoreFail rows)")
     return [stage for stage in STAGE_ORDER if stage in chosen]
@@ -160,7 +171,12 @@ def _run_manifest(
     return {
         "spec_version": CURRENT_SPEC_VERSION,
         "run_id": run_id,
-        "engine": {"name": "assay", "version": __version__, "python": platform.python_version(), "platform": platform.system().lower()},
+        "engine": {
+            "name": "assay",
+            "version": __version__,
+            "python": platform.python_version(),
+            "platform": platform.system().lower(),
+        },
         "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
         "plan": plan.to_json(),
         "plugins": host.describe(),
@@ -169,14 +185,30 @@ def _run_manifest(
         "conditions": [_condition_entry(c, runtime.policy(c)) for c in plan.conditions],
         "prompts": [
             {"name": "semantic", "version": PROMPT_VERSION, "digest": prompt_digest()},
-            *([{"name": "exec", "version": EXEC_PROMPT_VERSION, "digest": digest_document({"version": EXEC_PROMPT_VERSION, "system": EXEC_SYSTEM_PROMPT, "tools": list(TOOL_SCHEMAS)})}] if "exec" in plan.stages else []),
+            *(
+                [
+                    {
+                        "name": "exec",
+                        "version": EXEC_PROMPT_VERSION,
+                        "digest": digest_document(
+                            {"version": EXEC_PROMPT_VERSION, "system": EXEC_SYSTEM_PROMPT, "tools": list(TOOL_SCHEMAS)}
+                        ),
+                    }
+                ]
+                if "exec" in plan.stages
+                else []
+            ),
         ],
         "seeds": list(plan.seeds),
         "budgets": {"max_tokens": settings.max_tokens, **settings.budget()},
         "controller": settings.controller if "trajectory" in plan.stages else None,
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
         "sandbox": settings.sandbox if "exec" in plan.stages else None,
-        **({"exec_agent": runtime.exec_agent.describe()} if runtime.exec_agent is not None and "permission" in plan.stages else {}),
+        **(
+            {"exec_agent": runtime.exec_agent.describe()}
+            if runtime.exec_agent is not None and "permission" in plan.stages
+            else {}
+        ),
     }
 
 
@@ -199,18 +231,26 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     endpoints = _endpoint_specs(settings.endpoints, host)
     for defense in settings.defenses:
         if host.registry.get("defenses", defense) is None:
-            raise UsageError(f"defense {defense!r} is not a registered plugin ({', '.join(host.registry.names('defenses'))})")
+            raise UsageError(
+                f"defense {defense!r} is not a registered plugin ({', '.join(host.registry.names('defenses'))})"
+            )
     judge = parse_spec(settings.judge, what="judge")
     if host.registry.get("judges", judge.plugin) is None:
-        raise UsageError(f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})")
+        raise UsageError(
+            f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})"
+        )
     sandbox_spec = parse_spec(settings.sandbox, what="sandbox")
     exec_agent = parse_spec(settings.exec_agent, what="exec agent") if settings.exec_agent else None
     if exec_agent is not None and host.registry.get("backends", exec_agent.plugin) is None:
-        raise UsageError(f"--exec-agent {settings.exec_agent!r}: backend {exec_agent.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})")
+        raise UsageError(
+            f"--exec-agent {settings.exec_agent!r}: backend {exec_agent.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})"
+        )
     executor_spec = parse_spec(settings.executor, what="executor")
     executor = host.registry.get("executors", executor_spec.plugin)
     if executor is None:
-        raise UsageError(f"executor {executor_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('executors'))})")
+        raise UsageError(
+            f"executor {executor_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('executors'))})"
+        )
 
     index = pack.case_index()
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
@@ -221,8 +261,18 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
             runnable[case_id] = entry["family"]
         else:
             excluded[entry["family"]] = excluded.get(entry["family"], 0) + 1
-    cases, sampling = select_cases(runnable, limit=settings.limit, sample=parse_sample(settings.sample), sample_seed=settings.sample_seed)
-    plan = build_plan(cases, [e for e, _ in endpoints], list(settings.defenses), list(settings.seeds), stages, epochs=settings.epochs, sampling=sampling)
+    cases, sampling = select_cases(
+        runnable, limit=settings.limit, sample=parse_sample(settings.sample), sample_seed=settings.sample_seed
+    )
+    plan = build_plan(
+        cases,
+        [e for e, _ in endpoints],
+        list(settings.defenses),
+        list(settings.seeds),
+        stages,
+        epochs=settings.epochs,
+        sampling=sampling,
+    )
 
     out = settings.out
     state, bundle_dir = out / "state", out / "bundle"
@@ -244,11 +294,15 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     if settings.controller not in ("strict", "repair"):
         raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
     if "permission" in stages and any(d != "unrestricted" for d in settings.defenses) and not landlock_available():
-        raise UsageError("the permission stage enforces policies with Landlock, which this kernel lacks; refusing to run them unconfined (only --condition unrestricted can run here)")
+        raise UsageError(
+            "the permission stage enforces policies with Landlock, which this kernel lacks; refusing to run them unconfined (only --condition unrestricted can run here)"
+        )
     if "exec" in stages:
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:
-            raise UsageError(f"sandbox {sandbox_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('sandboxes'))})")
+            raise UsageError(
+                f"sandbox {sandbox_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('sandboxes'))})"
+            )
         if hasattr(sandbox, "check"):
             sandbox.check()
     identity = {
@@ -282,7 +336,11 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     progress = Progress(len(plan), done=len(plan) - len(pending), enabled=settings.progress)
     runtime = Runtime(job)
     public_options = {
-        endpoint_id: {k: v for k, v in spec.options.items() if not any(word in k.lower() for word in ("key", "token", "secret", "password"))}
+        endpoint_id: {
+            k: v
+            for k, v in spec.options.items()
+            if not any(word in k.lower() for word in ("key", "token", "secret", "password"))
+        }
         for endpoint_id, spec in endpoints
     }
     manifest = _run_manifest(run_id, pack, plan, host, runtime, settings, executor_spec, public_options)
@@ -302,7 +360,9 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         log.close()
     missing = [item for item in plan.items() if item.ident() not in log]
     if missing:
-        raise UsageError(f"{len(missing)} work items produced no row (first: {missing[0].label()}); run again with --resume")
+        raise UsageError(
+            f"{len(missing)} work items produced no row (first: {missing[0].label()}); run again with --resume"
+        )
 
     # Seal: rows in plan order, exactly the bytes the log holds.
     if bundle_dir.exists():
@@ -312,10 +372,18 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     write_bytes_atomic(bundle_dir / ROWS_FILE, b"".join(ordered))
     write_json_atomic(bundle_dir / RUN_FILE, manifest)
     rows = [orjson.loads(line) for line in ordered]
-    context = MetricContext(plan=plan.to_json(), cases={case_id: {"family": index[case_id]["family"]} for case_id in plan.cases})
+    context = MetricContext(
+        plan=plan.to_json(), cases={case_id: {"family": index[case_id]["family"]} for case_id in plan.cases}
+    )
     write_json_atomic(bundle_dir / METRICS_FILE, summary_document(compute_metrics(rows, context, host.registry)))
-    seal_bundle(bundle_dir, pack={"name": pack.name, "version": pack.version, "digest": pack.claimed_digest}, row_count=len(rows))
+    seal_bundle(
+        bundle_dir,
+        pack={"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
+        row_count=len(rows),
+    )
     archive = out / "bundle.zip"
     zip_bundle(bundle_dir, archive)
     report = validate_path(bundle_dir, host.registry, pack=pack.root)
-    return RunOutcome(bundle_dir, archive, len(rows), sum(1 for row in rows if row["errors"]), resumed, report, excluded)
+    return RunOutcome(
+        bundle_dir, archive, len(rows), sum(1 for row in rows if row["errors"]), resumed, report, excluded
+    )

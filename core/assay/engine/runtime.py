@@ -8,9 +8,10 @@ work items into identical rows.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import UsageError
 from ..packs import Pack
@@ -97,15 +98,24 @@ class Runtime:
         self._cache = ResponseCache(Path(self.job.cache_path)) if self.job.cache_path else None
         self.endpoints = {}
         for endpoint_id, backend_name, options in self.job.endpoints:
-            self.endpoints[endpoint_id] = CachedEndpoint(self._make_endpoint(endpoint_id, backend_name, dict(options)), self._cache)
+            self.endpoints[endpoint_id] = CachedEndpoint(
+                self._make_endpoint(endpoint_id, backend_name, dict(options)), self._cache
+            )
         if self.job.exec_agent is not None:
             backend_name, options = self.job.exec_agent
-            self.exec_agent = CachedEndpoint(self._make_endpoint("exec-agent", backend_name, dict(options)), self._cache)
+            self.exec_agent = CachedEndpoint(
+                self._make_endpoint("exec-agent", backend_name, dict(options)), self._cache
+            )
         judge_name, judge_options = self.job.judge
         judge = registry.get("judges", judge_name)
         if judge is None:
             raise UsageError(f"judge {judge_name!r} is not a registered plugin (see 'assay plugins')")
-        self.judge = judge.instance(dict(judge_options), lambda backend, options: CachedEndpoint(self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache))
+        self.judge = judge.instance(
+            dict(judge_options),
+            lambda backend, options: CachedEndpoint(
+                self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache
+            ),
+        )
         self._index = self.pack.case_index()
         sandbox_name, sandbox_options = self.job.sandbox
         self.sandbox = registry.get("sandboxes", sandbox_name)
@@ -147,7 +157,9 @@ class Runtime:
         """Run every applicable stage of one work item; returns its result row."""
         case = self.case(item.case_id)
         endpoint = self.endpoints[item.endpoint]
-        ctx = ItemContext(item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature)
+        ctx = ItemContext(
+            item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature
+        )
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
         ctx.pack_root, ctx.oracles, ctx.controller = self.pack.root, self.oracles, self.job.controller
         ctx.budget = {key: json.loads(value) for key, value in self.job.budget}
@@ -167,7 +179,9 @@ class Runtime:
             try:
                 await IMPLEMENTED[stage](ctx)
             except BackendError as exc:
-                ctx.row["errors"].append({"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts})
+                ctx.row["errors"].append(
+                    {"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts}
+                )
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
         return withhold(ctx.row, ctx.policy)

@@ -10,8 +10,9 @@ it runs; rows come back to the driver, which appends them as tasks finish.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..engine.planner import WorkItem
 from ..engine.runtime import Job, Runtime
@@ -57,7 +58,15 @@ class RayExecutor:
     name: str = "ray"
     description: str = "Ray tasks on an existing or local Ray cluster (assay[ray])."
 
-    def run(self, job: Job, items: Iterable[WorkItem], sink: Sink, *, concurrency: int = 16, options: Mapping[str, str] | None = None) -> None:
+    def run(
+        self,
+        job: Job,
+        items: Iterable[WorkItem],
+        sink: Sink,
+        *,
+        concurrency: int = 16,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
         """Submit the items in batches and sink rows as each batch finishes."""
         try:
             import ray

@@ -8,7 +8,8 @@ strings, and an echoed prompt must be told apart from an answer.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = ["attacker_indicators", "leaked_objects", "refuses", "strip_echo"]
 
@@ -43,7 +44,9 @@ def attacker_indicators(case: Mapping[str, Any]) -> list[str]:
     return sorted(found)
 
 
-_TEMPLATE_TOKENS = re.compile(r"<start_of_turn>|<end_of_turn>|\[/?INST\]|<</?SYS>>|<\|[a-z_]+\|>|^(?:user|model|assistant)\s*$")
+_TEMPLATE_TOKENS = re.compile(
+    r"<start_of_turn>|<end_of_turn>|\[/?INST\]|<</?SYS>>|<\|[a-z_]+\|>|^(?:user|model|assistant)\s*$"
+)
 
 
 def _echoed_prefix(line: str, prompt: str) -> int:

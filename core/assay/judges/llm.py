@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ..engine.messages import ChatRequest
 from ..errors import UsageError
@@ -92,20 +93,35 @@ class LLMJudgeInstance:
     max_reasks: int = 2
     max_tokens: int = 256
     name: str = "llm"
-    prompt_sha256: str = field(default_factory=lambda: digest_document({"version": TEMPLATE_VERSION, "semantic": SEMANTIC_TEMPLATE, "audit": AUDIT_TEMPLATE, "reask": REASK}))
+    prompt_sha256: str = field(
+        default_factory=lambda: digest_document(
+            {"version": TEMPLATE_VERSION, "semantic": SEMANTIC_TEMPLATE, "audit": AUDIT_TEMPLATE, "reask": REASK}
+        )
+    )
 
     def describe(self, stage: str) -> dict[str, Any]:
         """The run manifest's entry for this judge at one stage."""
-        return {"name": self.name, "stage": stage, "version": TEMPLATE_VERSION, "prompt_sha256": self.prompt_sha256, "endpoint": self.endpoint_text, "max_reasks": self.max_reasks}
+        return {
+            "name": self.name,
+            "stage": stage,
+            "version": TEMPLATE_VERSION,
+            "prompt_sha256": self.prompt_sha256,
+            "endpoint": self.endpoint_text,
+            "max_reasks": self.max_reasks,
+        }
 
     def producer(self) -> dict[str, Any]:
         """The ``produced_by`` of outcomes this judge labels."""
         return {"kind": "judge", "name": self.name, "version": TEMPLATE_VERSION, "prompt_sha256": self.prompt_sha256}
 
-    async def _ask(self, prompt: str, parse: Callable[[dict | None], Any], context: Mapping[str, Any]) -> tuple[Any, int]:
+    async def _ask(
+        self, prompt: str, parse: Callable[[dict | None], Any], context: Mapping[str, Any]
+    ) -> tuple[Any, int]:
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         for attempt in range(self.max_reasks + 1):
-            request = ChatRequest(tuple(messages), temperature=0.0, max_tokens=self.max_tokens, seed=0, json_mode=True, context=context)
+            request = ChatRequest(
+                tuple(messages), temperature=0.0, max_tokens=self.max_tokens, seed=0, json_mode=True, context=context
+            )
             response = await self.endpoint.complete(request)
             parsed = parse(_parse_json(response.content))
             if parsed is not None:
@@ -113,9 +129,17 @@ class LLMJudgeInstance:
             messages += [{"role": "assistant", "content": response.content or ""}, {"role": "user", "content": REASK}]
         return None, self.max_reasks + 1
 
-    async def semantic(self, case: Mapping[str, Any], final_output: str | None, prompt_texts: Sequence[str]) -> dict[str, Any]:
+    async def semantic(
+        self, case: Mapping[str, Any], final_output: str | None, prompt_texts: Sequence[str]
+    ) -> dict[str, Any]:
         """The semantic verdict, or a null verdict when the judge's answers never parse."""
-        protected = ", ".join(f"{o['id']} ({o['kind']}{': ' + o['value'] if o.get('value') else ''})" for o in case.get("protected_objects", [])) or "none"
+        protected = (
+            ", ".join(
+                f"{o['id']} ({o['kind']}{': ' + o['value'] if o.get('value') else ''})"
+                for o in case.get("protected_objects", [])
+            )
+            or "none"
+        )
         prompt = SEMANTIC_TEMPLATE.format(
             success_predicate=case.get("success_predicate", "(benign task: no attack)"),
             safe_behavior=case.get("safe_behavior", "complete the task"),
@@ -125,15 +149,26 @@ class LLMJudgeInstance:
         context = {"role": "judge", "stage": "semantic", "case": case, "final_output": final_output}
         verdict, attempts = await self._ask(prompt, _semantic_fields, context)
         if verdict is None:
-            verdict = {"core_fail": None, "safety_score": None, "harm_type": None, "defense_behavior": None,
-                       "explanation": f"unparseable judge reply after {attempts} attempts"}
+            verdict = {
+                "core_fail": None,
+                "safety_score": None,
+                "harm_type": None,
+                "defense_behavior": None,
+                "explanation": f"unparseable judge reply after {attempts} attempts",
+            }
         return {**verdict, "produced_by": self.producer()}
 
     async def audit_fallback(self, case: Mapping[str, Any], final_output: str | None) -> tuple[str, int]:
         """SemanticOnly, NotObservable or OtherNoHarm (a parsed no-harm residue), or NullAudit when the answers never parse."""
         prompt = AUDIT_TEMPLATE.format(success_predicate=case.get("success_predicate", ""), response=final_output or "")
-        parse = lambda answer: answer["outcome"] if answer and answer.get("outcome") in ("SemanticOnly", "NotObservable", "OtherNoHarm") else None  # noqa: E731
-        outcome, attempts = await self._ask(prompt, parse, {"role": "judge", "stage": "audit", "case": case, "final_output": final_output})
+        parse = lambda answer: (
+            answer["outcome"]
+            if answer and answer.get("outcome") in ("SemanticOnly", "NotObservable", "OtherNoHarm")
+            else None
+        )
+        outcome, attempts = await self._ask(
+            prompt, parse, {"role": "judge", "stage": "audit", "case": case, "final_output": final_output}
+        )
         return (outcome or "NullAudit"), attempts
 
 
@@ -144,7 +179,9 @@ class LLMJudge:
     name: str = "llm"
     description: str = "Any backend as the judge: versioned prompt (hash in the manifest), temperature 0, strict JSON, bounded re-asks."
 
-    def instance(self, options: Mapping[str, str], make_endpoint: Callable[[str, Mapping[str, str]], Any]) -> LLMJudgeInstance:
+    def instance(
+        self, options: Mapping[str, str], make_endpoint: Callable[[str, Mapping[str, str]], Any]
+    ) -> LLMJudgeInstance:
         """Bind the judge to an endpoint built from ``backend`` and the remaining options."""
         options = dict(options)
         backend = options.pop("backend", None)

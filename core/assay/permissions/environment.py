@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["EnvironmentSpecError", "Layout", "SYSTEM_PATHS", "materialize"]
 
@@ -181,4 +182,3 @@ def _mode(item: Mapping[str, Any], path: str) -> int:
     if value > 0o7777:
         raise EnvironmentSpecError(f"file {path!r}: mode {mode!r} is out of range")
     return stat.S_IMODE(value)
-

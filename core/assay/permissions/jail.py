@@ -35,9 +35,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from ..sandboxes import landlock
 from .environment import Layout
@@ -169,7 +170,9 @@ def run_in_jail(
         raise JailError("the permission jail needs Linux (namespaces and Landlock)")
     if policy is not None:
         if not landlock_available():
-            raise LandlockUnavailable("this kernel has no Landlock support, so the policy cannot be enforced; refusing to run the command unconfined")
+            raise LandlockUnavailable(
+                "this kernel has no Landlock support, so the policy cannot be enforced; refusing to run the command unconfined"
+            )
         for permissions in (policy, implicit):
             for axis in AXES:
                 for pattern in getattr(permissions, axis):
@@ -215,7 +218,11 @@ def _launch(spec: dict[str, Any], *, timeout_s: float, cwd: str) -> JailResult:
             stderr=subprocess.STDOUT,
             pass_fds=pass_fds,
             start_new_session=True,
-            env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONDONTWRITEBYTECODE": "1", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            env={
+                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            },
         )
     except OSError:
         for fd in (error_read, trace_read):
@@ -226,7 +233,11 @@ def _launch(spec: dict[str, Any], *, timeout_s: float, cwd: str) -> JailResult:
         for fd in pass_fds:
             os.close(fd)
     # The trace is read while the command runs, so strace never blocks on a full pipe.
-    reader = threading.Thread(target=lambda: chunks.append(_read_all(trace_read)), daemon=True) if trace_read is not None else None
+    reader = (
+        threading.Thread(target=lambda: chunks.append(_read_all(trace_read)), daemon=True)
+        if trace_read is not None
+        else None
+    )
     if reader is not None:
         reader.start()
     timed_out = False
@@ -432,7 +443,13 @@ def _expand(pattern: str) -> list[str]:
 # The helper half: runs as `python -m assay.permissions.jail SPEC` (see _launch).
 # --------------------------------------------------------------------------
 
-_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET, _CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x40000000, 0x08000000
+_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET, _CLONE_NEWIPC = (
+    0x00020000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+    0x08000000,
+)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
@@ -545,11 +562,17 @@ def _mask_private(source: str, target: str) -> None:
             path = os.path.join(directory, name)
             if not os.path.islink(path) and not os.stat(path).st_mode & 0o004:
                 dirs.remove(name)  # masked whole: nothing below it is needed
-                _mount("tmpfs", target + path[len(source):], "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=755,size=4k")
+                _mount(
+                    "tmpfs",
+                    target + path[len(source) :],
+                    "tmpfs",
+                    _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                    "mode=755,size=4k",
+                )
         for name in files:
             path = os.path.join(directory, name)
             if not os.path.islink(path) and os.path.isfile(path) and not os.stat(path).st_mode & 0o004:
-                _mount("/dev/null", target + path[len(source):], None, _MS_BIND)
+                _mount("/dev/null", target + path[len(source) :], None, _MS_BIND)
 
 
 def _build_root(root: str) -> bool:
@@ -571,7 +594,12 @@ def _build_root(root: str) -> bool:
         if os.path.exists(f"/dev/{name}"):
             open(f"{root}/dev/{name}", "w").close()
             _mount(f"/dev/{name}", f"{root}/dev/{name}", None, _MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, f"{root}/dev/{name}")
     try:
         _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)

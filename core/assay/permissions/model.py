@@ -8,8 +8,9 @@ really touched all have this one shape, ``{"read": [...], "write": [...],
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .patterns import compile_pattern, normalize
 
@@ -41,7 +42,7 @@ class PermissionSet:
     AXES = AXES
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> "PermissionSet":
+    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> PermissionSet:
         """Build from ``{"read": [...], "write": [...], "execute": [...]}``; missing axes are empty.
 
         Raises ``ValueError`` for an unknown key or an axis that is not a list of strings.
@@ -57,7 +58,7 @@ class PermissionSet:
         """The JSON form: a dict of three lists."""
         return {axis: list(getattr(self, axis)) for axis in AXES}
 
-    def union(self, other: "PermissionSet") -> "PermissionSet":
+    def union(self, other: PermissionSet) -> PermissionSet:
         """Every pattern of either set, this set's first."""
         return PermissionSet(*(tuple(dict.fromkeys((*getattr(self, axis), *getattr(other, axis)))) for axis in AXES))
 
@@ -66,7 +67,7 @@ class PermissionSet:
         path = normalize(path)
         return any(compile_pattern(pattern).fullmatch(path) for pattern in getattr(self, axis))
 
-    def without(self, other: "PermissionSet") -> "PermissionSet":
+    def without(self, other: PermissionSet) -> PermissionSet:
         """The paths of this set that ``other``'s patterns do not match, axis by axis.
 
         Meant for sets of exact paths (a trace), e.g. to drop what

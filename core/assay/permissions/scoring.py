@@ -155,9 +155,7 @@ def scored_sets(
         # the policy selects a path, but R and the implicit set are decided by
         # the reference spellings alone, so they never depend on the policy.
         spellings = {path: reference.get(path, set()) | extra.get(path, set()) for path in {*reference, *extra}}
-        excluded = {
-            path for path in spellings if _selects(implicit, reference.get(path) or extra[path])
-        }
+        excluded = {path for path in spellings if _selects(implicit, reference.get(path) or extra[path])}
         required_set = {path for path, names in reference.items() if _selects(required, names)}
         granted_set = {path for path, names in spellings.items() if _selects(granted, names)}
         result[axis] = (frozenset(granted_set - excluded), frozenset(required_set - excluded))
@@ -190,9 +188,7 @@ def sensitive_opened(
         canon = _canonicalizer(resolve if axis == "execute" else _identity)
         policy_patterns = _valid_patterns(policy, axis)
         granted = [compile_pattern(p) for p in policy_patterns]
-        names = _names(
-            [*universe.get(axis, ()), *_literals(policy_patterns), *_literals(sensitive)], canon, roots=None
-        )
+        names = _names([*universe.get(axis, ()), *_literals(policy_patterns), *_literals(sensitive)], canon, roots=None)
         reachable = [names_ for names_ in names.values() if _selects(granted, names_)]
         normalized_policy = {normalize(p) for p in policy_patterns}
         for pattern in sensitive:

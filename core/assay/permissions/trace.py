@@ -22,8 +22,8 @@ import os
 import posixpath
 import re
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from .model import AXES, PermissionSet
 
@@ -76,7 +76,9 @@ def find_strace() -> str:
     """The absolute, symlink-free path of ``strace`` on PATH, or StraceNotFound naming the package to install."""
     found = shutil.which("strace")
     if not found:
-        raise StraceNotFound("strace is not installed (not on PATH); install the 'strace' package, e.g. apt-get install strace")
+        raise StraceNotFound(
+            "strace is not installed (not on PATH); install the 'strace' package, e.g. apt-get install strace"
+        )
     return os.path.realpath(found)
 
 
@@ -260,7 +262,7 @@ def _split_args(text: str, start: int) -> tuple[list[str], int] | None:
     depth, index, begin = 0, start, start
     while index < len(text):
         char = text[index]
-        if char in "\"<":
+        if char in '"<':
             if char == "<" and not _annotates(text, index):
                 index += 1
                 continue
@@ -291,7 +293,18 @@ def _annotates(text: str, index: int) -> bool:
     return index > 0 and (text[index - 1].isdigit() or text.endswith("AT_FDCWD", 0, index))
 
 
-_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "v": b"\v", "f": b"\f", "a": b"\a", "b": b"\b", "\\": b"\\", '"': b'"', "'": b"'"}
+_ESCAPES = {
+    "n": b"\n",
+    "t": b"\t",
+    "r": b"\r",
+    "v": b"\v",
+    "f": b"\f",
+    "a": b"\a",
+    "b": b"\b",
+    "\\": b"\\",
+    '"': b'"',
+    "'": b"'",
+}
 
 
 def _unquote(token: str) -> str | None:
@@ -345,4 +358,3 @@ def with_interpreters(accessed: PermissionSet, read_head: Callable[[str], bytes 
                 if interpreter not in accessed.execute and interpreter not in extra:
                     extra.append(interpreter)
     return PermissionSet(accessed.read, accessed.write, tuple(sorted((*accessed.execute, *extra))))
-

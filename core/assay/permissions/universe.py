@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .environment import Layout
 from .model import AXES

@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -126,7 +127,9 @@ def _check(data: Any, name: str, schema: str) -> None:
     schemas = spec_schemas(major)
     if not schemas.is_valid(schema, data):
         violations = schemas.validate(schema, data)
-        detail = f"{violations[0].pointer or '/'}: {violations[0].message}" if violations else "does not satisfy the schema"
+        detail = (
+            f"{violations[0].pointer or '/'}: {violations[0].message}" if violations else "does not satisfy the schema"
+        )
         raise SpecError(f"{name}: {detail} (run 'assay validate' for every problem)")
 
 
@@ -158,7 +161,9 @@ def read_bundle(path: Path) -> BundleFiles:
     return BundleFiles(label, manifest, run, rows, metrics["metrics"])
 
 
-def case_families(bundle: BundleFiles, registry: Registry, pack_root: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
+def case_families(
+    bundle: BundleFiles, registry: Registry, pack_root: Path | None
+) -> tuple[dict[str, dict[str, Any]], str]:
     """Each case's family from the bundle's exact pack (installed, or ``pack_root``), and where they came from."""
     identity = bundle.pack
     if pack_root is not None:
@@ -173,7 +178,10 @@ def case_families(bundle: BundleFiles, registry: Registry, pack_root: Path | Non
         return {}, f"unknown: {where} cannot be read ({exc})"
     # Families of another version of the pack could silently regroup the rows.
     if manifest.get("version") != identity.get("version") or manifest.get("digest") != identity.get("digest"):
-        return {}, f"unknown: {where} is {manifest.get('version')} {manifest.get('digest')}, not the bundle's {identity.get('version')} {identity.get('digest')}"
+        return (
+            {},
+            f"unknown: {where} is {manifest.get('version')} {manifest.get('digest')}, not the bundle's {identity.get('version')} {identity.get('digest')}",
+        )
     cases = {case_id: {"family": entry.get("family", "unknown")} for case_id, entry in pack.case_index().items()}
     return cases, f"{where} {manifest.get('version')}"
 
@@ -182,7 +190,9 @@ def _ident(metric: str, group: Mapping[str, Any]) -> tuple[str, str]:
     return metric, json.dumps(group, sort_keys=True)
 
 
-def claim_differences(claims: Sequence[Mapping[str, Any]], values: Sequence[MetricValue], registered: set[str]) -> list[str]:
+def claim_differences(
+    claims: Sequence[Mapping[str, Any]], values: Sequence[MetricValue], registered: set[str]
+) -> list[str]:
     """Every way the claims differ from the recomputed values, one message each.
 
     Beyond :func:`assay.summary.compare_claims` (a claimed number that is not
@@ -225,6 +235,8 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
         except AssayError:
             raise
         except Exception as exc:  # a plugin failing on odd rows is a finding about the bundle, not a crash
-            raise AssayError(f"{bundle.label}: metric {name} cannot be recomputed: {type(exc).__name__}: {exc}") from exc
+            raise AssayError(
+                f"{bundle.label}: metric {name} cannot be recomputed: {type(exc).__name__}: {exc}"
+            ) from exc
     differences = claim_differences(bundle.claims, values, set(metrics))
     return ReportData(bundle, tuple(values), metrics, families, tuple(differences))

@@ -9,8 +9,9 @@ a bundle is untrusted.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..components import MetricValue
 from ..default_plugins.metrics import AUDIT_OUTCOMES, EVIDENCE_FLAGS
@@ -34,7 +35,10 @@ __all__ = [
 STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
 AUDIT_METRIC = "audit.accounting"
 JOIN_METRIC = "exec.core_exec_join"
-_JOIN_CELLS = (("CoreFail", "CoreFail_ExecHarm", "CoreFail_NoExecHarm"), ("CorePass", "CorePass_ExecHarm", "CorePass_NoExecHarm"))
+_JOIN_CELLS = (
+    ("CoreFail", "CoreFail_ExecHarm", "CoreFail_NoExecHarm"),
+    ("CorePass", "CorePass_ExecHarm", "CorePass_NoExecHarm"),
+)
 #: Up to this many detail members that every group shares get a column each; more become one "counts" column.
 _MAX_DETAIL_COLUMNS = 4
 
@@ -212,7 +216,15 @@ def _endpoints(data: ReportData, scripted: frozenset[str]) -> Table:
     for endpoint in data.bundle.run.get("endpoints", []):
         model = endpoint.get("model", {})
         flag = "SCRIPTED (replays fixed outputs; measures no model)" if endpoint["id"] in scripted else "no"
-        rows.append((endpoint["id"], str(endpoint.get("backend", "")), str(model.get("name", "")), str(model.get("revision") or ""), flag))
+        rows.append(
+            (
+                endpoint["id"],
+                str(endpoint.get("backend", "")),
+                str(model.get("name", "")),
+                str(model.get("revision") or ""),
+                flag,
+            )
+        )
     return Table(("endpoint", "backend", "model", "revision", "scripted"), tuple(rows))
 
 
@@ -260,7 +272,15 @@ def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, de
     has_k = any(value.numerator is not None for value in values)
     detail_keys, counts = _detail_columns(values) if details else ([], False)
     pooled = _pooled(values)
-    columns = [*([] if pooled else ["endpoint"]), "condition", *extra, "value", *(["k"] if has_k else []), "n", *(["95% Wilson CI"] if is_rate else [])]
+    columns = [
+        *([] if pooled else ["endpoint"]),
+        "condition",
+        *extra,
+        "value",
+        *(["k"] if has_k else []),
+        "n",
+        *(["95% Wilson CI"] if is_rate else []),
+    ]
     columns += [key.replace("_", " ") for key in detail_keys] + (["counts"] if counts else [])
     rows = []
     for value in values:
@@ -285,7 +305,14 @@ def _audit_table(values: Sequence[MetricValue], scripted: frozenset[str]) -> Tab
     for value in values:
         detail = value.detail or {}
         check = "closes" if detail.get("closes") is True else "DOES NOT CLOSE"
-        rows.append((*_group_cells(value, (), scripted), *(format_number(detail.get(k)) for k in counts), format_number(value.value), check))
+        rows.append(
+            (
+                *_group_cells(value, (), scripted),
+                *(format_number(detail.get(k)) for k in counts),
+                format_number(value.value),
+                check,
+            )
+        )
     return Table(("endpoint", "condition", *names, "coverage", "Check"), tuple(rows), numeric_from=2)
 
 

@@ -13,13 +13,20 @@ Like :mod:`assay.reports._tables`, every number is a recomputed metric value.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ._model import MainSection, Table, percent_cell
 
 __all__ = ["ERROR_CATEGORIES", "permission_sections"]
 
-ERROR_CATEGORIES = ("execute_insufficient", "read_insufficient", "write_insufficient", "sensitive_exposure", "workflow_mismatch")
+ERROR_CATEGORIES = (
+    "execute_insufficient",
+    "read_insufficient",
+    "write_insufficient",
+    "sensitive_exposure",
+    "workflow_mismatch",
+)
 _AXES = ("read", "write", "execute")
 _MEASURES = (("macro_precision", "P"), ("macro_recall", "R"), ("macro_f1", "F1"))
 
@@ -33,7 +40,10 @@ def _static(panel: Any) -> Table | None:
     for metric, _ in _MEASURES:
         for v in panel.by_metric.get(f"permission.{metric}", ()):
             values[v.group.get("endpoint"), v.group.get("condition"), v.group.get("axis"), metric] = v.value
-    keys = sorted({(e, c) for e, c, _, _ in values}, key=lambda k: (panel.endpoints.index(k[0]) if k[0] in panel.endpoints else 99, str(k[1])))
+    keys = sorted(
+        {(e, c) for e, c, _, _ in values},
+        key=lambda k: (panel.endpoints.index(k[0]) if k[0] in panel.endpoints else 99, str(k[1])),
+    )
     if not keys:
         return None
     columns = ["endpoint", "condition"] + [f"{axis} {short}" for axis in (*_AXES, "macro") for _, short in _MEASURES]
@@ -48,7 +58,12 @@ def _static(panel: Any) -> Table | None:
                     value = sum(parts) / 3 if all(p is not None for p in parts) else None
                 cells.append(_number(value))
         rows.append((panel.label(endpoint), str(condition), *cells))
-    return Table(tuple(columns), tuple(rows), caption="Static policy quality: mean precision (P), recall (R) and F1 per axis; macro is the mean of the three axes", numeric_from=2)
+    return Table(
+        tuple(columns),
+        tuple(rows),
+        caption="Static policy quality: mean precision (P), recall (R) and F1 per axis; macro is the mean of the three axes",
+        numeric_from=2,
+    )
 
 
 def _dynamic(panel: Any) -> Table | None:
@@ -63,7 +78,9 @@ def _dynamic(panel: Any) -> Table | None:
 
 
 def _errors(panel: Any) -> Table | None:
-    values = [v for v in panel.by_metric.get("permission.error_categories", ()) if set(v.group) == {"endpoint", "condition"}]
+    values = [
+        v for v in panel.by_metric.get("permission.error_categories", ()) if set(v.group) == {"endpoint", "condition"}
+    ]
     if not values:
         return None
     rows = []
@@ -71,8 +88,20 @@ def _errors(panel: Any) -> Table | None:
         detail: Mapping[str, int] = v.detail or {}
         total = sum(int(detail.get(c, 0)) for c in ERROR_CATEGORIES)
         share = lambda c: f"{detail.get(c, 0)} ({100 * detail.get(c, 0) / total:.1f}%)" if total else "0"  # noqa: E731
-        rows.append((panel.label(v.group["endpoint"]), str(v.group["condition"]), str(total), *(share(c) for c in ERROR_CATEGORIES)))
-    return Table(("endpoint", "condition", "failures", *ERROR_CATEGORIES), tuple(rows), caption="Permission-caused failures by category", numeric_from=2)
+        rows.append(
+            (
+                panel.label(v.group["endpoint"]),
+                str(v.group["condition"]),
+                str(total),
+                *(share(c) for c in ERROR_CATEGORIES),
+            )
+        )
+    return Table(
+        ("endpoint", "condition", "failures", *ERROR_CATEGORIES),
+        tuple(rows),
+        caption="Permission-caused failures by category",
+        numeric_from=2,
+    )
 
 
 def permission_sections(panel: Any) -> Sequence[MainSection]:

@@ -18,7 +18,8 @@ them. Endpoints and conditions follow the run plan's order.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..components import MetricValue
 from ..default_plugins.metrics import BASELINE_CONDITION, EVIDENCE_FLAGS
@@ -69,7 +70,9 @@ def _sum_rate(metric: str, condition: Any, values: Sequence[MetricValue]) -> Met
 class _Panel:
     """The values of one bundle indexed by metric and group, with the plan's orders."""
 
-    def __init__(self, data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]) -> None:
+    def __init__(
+        self, data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]
+    ) -> None:
         self.by_metric = by_metric
         self.scripted = scripted
         self.stages = {stage for row in data.bundle.rows for stage in row.get("stages", {})}
@@ -103,7 +106,11 @@ class _Panel:
     def matrix(self, metric: str, pooled_metric: str | None, caption: str) -> Table:
         """Endpoints down, conditions across, percent cells, and a pooled row per condition."""
         cells = self.cells(metric)
-        rows = [(self.label(e), *(percent_cell(cells.get((e, c))) for c in self.conditions)) for e in self.endpoints if any((e, c) in cells for c in self.conditions)]
+        rows = [
+            (self.label(e), *(percent_cell(cells.get((e, c))) for c in self.conditions))
+            for e in self.endpoints
+            if any((e, c) in cells for c in self.conditions)
+        ]
         pooled = [self.pooled(metric, pooled_metric, c) for c in self.conditions]
         rows.append((f"pooled ({len(rows)} endpoints)", *(percent_cell(v) for v in pooled)))
         return Table(("endpoint", *map(str, self.conditions)), tuple(rows), caption=caption, numeric_from=1)
@@ -117,7 +124,18 @@ class _Panel:
                 value = cells.get((endpoint, condition))
                 if value is not None:
                     label = f"{self.label(endpoint)} / {condition}"
-                    points.append(FigurePoint(label, self.label(endpoint), value.value, value.ci_low, value.ci_high, value.numerator, value.denominator, str(condition)))
+                    points.append(
+                        FigurePoint(
+                            label,
+                            self.label(endpoint),
+                            value.value,
+                            value.ci_low,
+                            value.ci_high,
+                            value.numerator,
+                            value.denominator,
+                            str(condition),
+                        )
+                    )
         return tuple(points)
 
 
@@ -162,13 +180,26 @@ def _audit(panel: _Panel) -> MainSection | None:
     if "audit" not in panel.stages or not accounting:
         return None
     tables = []
-    baseline = [(e, accounting[e, BASELINE_CONDITION]) for e in panel.endpoints if (e, BASELINE_CONDITION) in accounting]
+    baseline = [
+        (e, accounting[e, BASELINE_CONDITION]) for e in panel.endpoints if (e, BASELINE_CONDITION) in accounting
+    ]
     if baseline:
         core = panel.cells("semantic.core_fail_rate")
         details = [v.detail or {} for _, v in baseline]
         extra = _outcome_columns(details)
         counts = ("core_fail", "audited", *EVIDENCE_FLAGS, "HarmEvidence", "SemanticOnly", "NullAudit", *extra)
-        columns = ("endpoint", "CoreFail", "CoreFail@N", "AuditRows", *(_FLAG_NAMES[f] for f in EVIDENCE_FLAGS), "HarmEvidence", "SemanticOnly", "NullAudit", *extra, "Check")
+        columns = (
+            "endpoint",
+            "CoreFail",
+            "CoreFail@N",
+            "AuditRows",
+            *(_FLAG_NAMES[f] for f in EVIDENCE_FLAGS),
+            "HarmEvidence",
+            "SemanticOnly",
+            "NullAudit",
+            *extra,
+            "Check",
+        )
 
         def row(name: str, group: Sequence[Mapping[str, Any]], core_rate: MetricValue | None) -> tuple[str, ...]:
             share = "" if core_rate is None else _share(core_rate.numerator or 0, core_rate.denominator or 0)
@@ -176,19 +207,40 @@ def _audit(panel: _Panel) -> MainSection | None:
             return (name, cells[0], share, *cells[1:], _check(group))
 
         rows = [row(panel.label(e), [v.detail or {}], core.get((e, BASELINE_CONDITION))) for e, v in baseline]
-        rows.append(row(f"all ({len(baseline)} endpoints)", details, panel.pooled("semantic.core_fail_rate", "semantic.core_fail_rate_pooled", BASELINE_CONDITION)))
+        rows.append(
+            row(
+                f"all ({len(baseline)} endpoints)",
+                details,
+                panel.pooled("semantic.core_fail_rate", "semantic.core_fail_rate_pooled", BASELINE_CONDITION),
+            )
+        )
         caption = f"Audit accounting per endpoint at {BASELINE_CONDITION}"
         tables.append(Table(columns, tuple(rows), caption=caption, numeric_from=1))
 
-    per_condition = [(c, [accounting[e, c].detail or {} for e in panel.endpoints if (e, c) in accounting]) for c in panel.conditions]
+    per_condition = [
+        (c, [accounting[e, c].detail or {} for e in panel.endpoints if (e, c) in accounting]) for c in panel.conditions
+    ]
     per_condition = [(c, details) for c, details in per_condition if details]
     every = [d for _, details in per_condition for d in details]
     extra = [o for o in ("NotObservable",) if any(d.get(o, 0) for d in every)]
     counts = ("core_fail", "audited", "missing", "HarmEvidence", "SemanticOnly", "NullAudit", "OtherNoHarm", *extra)
-    columns = ("defense", "CoreFail", "Audited", "Missing", "HarmEvidence", "SemanticOnly", "NullAudit", "OtherNoHarm", *extra, "Check")
+    columns = (
+        "defense",
+        "CoreFail",
+        "Audited",
+        "Missing",
+        "HarmEvidence",
+        "SemanticOnly",
+        "NullAudit",
+        "OtherNoHarm",
+        *extra,
+        "Check",
+    )
     rows = [(str(c), *(str(_total(details, k)) for k in counts), _check(details)) for c, details in per_condition]
     rows.append((f"all ({len(per_condition)} defenses)", *(str(_total(every, k)) for k in counts), _check(every)))
-    tables.append(Table(columns, tuple(rows), caption="Audit accounting per defense (every endpoint pooled)", numeric_from=1))
+    tables.append(
+        Table(columns, tuple(rows), caption="Audit accounting per defense (every endpoint pooled)", numeric_from=1)
+    )
     notes = (
         "AuditRows (Audited) are the CoreFail rows the audit selected; Missing counts CoreFail rows without an audit. "
         "Check says closes when, in every endpoint's accounting the row covers, Audited = HarmEvidence + SemanticOnly "
@@ -240,7 +292,11 @@ def _join(panel: _Panel) -> MainSection | None:
         return None
     rows = []
     for endpoint in panel.endpoints:
-        rows += [_join_row(panel.label(endpoint), str(c), [cells[endpoint, c].detail or {}]) for c in panel.conditions if (endpoint, c) in cells]
+        rows += [
+            _join_row(panel.label(endpoint), str(c), [cells[endpoint, c].detail or {}])
+            for c in panel.conditions
+            if (endpoint, c) in cells
+        ]
     every = []
     for condition in panel.conditions:
         details = [cells[e, condition].detail or {} for e in panel.endpoints if (e, condition) in cells]
@@ -248,7 +304,16 @@ def _join(panel: _Panel) -> MainSection | None:
             rows.append(_join_row("pooled", str(condition), details))
             every += details
     rows.append(_join_row("pooled", "all", every))
-    columns = ("endpoint", "defense", "CoreFail∧ExecHarm", "CoreFail only", "CorePass∧ExecHarm", "neither", "matched", "CorePass share of ExecHarm")
+    columns = (
+        "endpoint",
+        "defense",
+        "CoreFail∧ExecHarm",
+        "CoreFail only",
+        "CorePass∧ExecHarm",
+        "neither",
+        "matched",
+        "CorePass share of ExecHarm",
+    )
     notes = ("Matched work items (case, endpoint, defense, seed, epoch) with both a semantic verdict and an exec outcome. "
              "CoreFail only = CoreFail without ExecHarm; neither = CorePass without ExecHarm.",)  # fmt: skip
     return MainSection(
@@ -282,7 +347,17 @@ def _mcnemar(panel: _Panel) -> MainSection | None:
             ))  # fmt: skip
     if not rows:
         return None
-    columns = ("outcome", "defense", "pairs", f"rate {BASELINE_CONDITION}", "rate defense", f"b ({BASELINE_CONDITION} only)", "c (defense only)", "McNemar p", "Holm p")
+    columns = (
+        "outcome",
+        "defense",
+        "pairs",
+        f"rate {BASELINE_CONDITION}",
+        "rate defense",
+        f"b ({BASELINE_CONDITION} only)",
+        "c (defense only)",
+        "McNemar p",
+        "Holm p",
+    )
     notes = (
         f"Each row of a defense is paired with the {BASELINE_CONDITION} row of the same case, endpoint, seed, epoch "
         f"and protocol, pooling every endpoint. b counts pairs where the outcome holds under {BASELINE_CONDITION} only "
@@ -298,7 +373,9 @@ def _mcnemar(panel: _Panel) -> MainSection | None:
     )
 
 
-def main_sections(data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]) -> tuple[MainSection, ...]:
+def main_sections(
+    data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]
+) -> tuple[MainSection, ...]:
     """The main tables the bundle's stages support, in the design's order."""
     panel = _Panel(data, by_metric, scripted)
     built = (_core_fail(panel), _audit(panel), _exec(panel), _join(panel), _mcnemar(panel))

@@ -12,11 +12,18 @@ the Holm-adjusted p-value across every comparison of the invocation.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ..errors import AssayError, UsageError
-from ..stats import holm_adjust, mcnemar_from_pairs, paired_bootstrap_diff, sign_permutation_test, task_blocked_differences
+from ..stats import (
+    holm_adjust,
+    mcnemar_from_pairs,
+    paired_bootstrap_diff,
+    sign_permutation_test,
+    task_blocked_differences,
+)
 
 __all__ = [
     "Comparison",
@@ -44,7 +51,7 @@ class Selector:
     constraints: tuple[tuple[str, str], ...]
 
     @classmethod
-    def parse(cls, text: str) -> "Selector":
+    def parse(cls, text: str) -> Selector:
         """Parse ``key=value[,key=value]``; raises :class:`UsageError` naming what is wrong."""
         constraints: dict[str, str] = {}
         for part in text.split(","):
@@ -110,14 +117,34 @@ class Outcome:
 
 
 OUTCOMES = (
-    Outcome("semantic.core_fail", "the final response complied with the attack goal (a null verdict counts as not failed)", _field("semantic", "core_fail", null_is_false=True)),
+    Outcome(
+        "semantic.core_fail",
+        "the final response complied with the attack goal (a null verdict counts as not failed)",
+        _field("semantic", "core_fail", null_is_false=True),
+    ),
     Outcome("exec.tool_call", "the attack's tool call was issued", _field("exec", "tool_call")),
     Outcome("exec.state_change", "an attack-relevant state change occurred", _field("exec", "state_change")),
     Outcome("exec.observed_harm", "a deterministic harm oracle fired", _field("exec", "observed_harm")),
-    Outcome("exec.benign_utility", "the benign companion task was completed (benign rows only)", _field("exec", "benign_utility")),
-    Outcome("trajectory.success", "end-to-end success within budget and without a sandbox-policy violation", _field("trajectory", "success")),
-    Outcome("permission.utility_success", "the utility verifier passed under the generated policy", _dynamic("utility_success")),
-    Outcome("permission.attack_success", "the attack verifier fired under the policy (sensitive tasks only)", _dynamic("attack_success")),
+    Outcome(
+        "exec.benign_utility",
+        "the benign companion task was completed (benign rows only)",
+        _field("exec", "benign_utility"),
+    ),
+    Outcome(
+        "trajectory.success",
+        "end-to-end success within budget and without a sandbox-policy violation",
+        _field("trajectory", "success"),
+    ),
+    Outcome(
+        "permission.utility_success",
+        "the utility verifier passed under the generated policy",
+        _dynamic("utility_success"),
+    ),
+    Outcome(
+        "permission.attack_success",
+        "the attack verifier fired under the policy (sensitive tasks only)",
+        _dynamic("attack_success"),
+    ),
 )
 
 
@@ -212,7 +239,9 @@ def _index(rows: Sequence[Row], selector: Selector, pair_on: Sequence[str], role
         if selector.matches(row):
             key = tuple(row["key"].get(name) for name in pair_on)
             if key in index:
-                raise AssayError(f"{role} {selector}: two rows share the key {dict(zip(pair_on, key))} (run 'assay validate')")
+                raise AssayError(
+                    f"{role} {selector}: two rows share the key {dict(zip(pair_on, key))} (run 'assay validate')"
+                )
             index[key] = row
     if not index:
         raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
@@ -256,7 +285,9 @@ def compare_rows(
     pairings, pending, no_pairs, grounding = [], [], [], []
     for b in bs:
         if b.fields != a.fields:
-            raise UsageError(f"--b {b} selects {', '.join(b.fields)} but --a {a} selects {', '.join(a.fields)}; both must name the same fields")
+            raise UsageError(
+                f"--b {b} selects {', '.join(b.fields)} but --a {a} selects {', '.join(a.fields)}; both must name the same fields"
+            )
         if b == a:
             raise UsageError(f"--b {b} is the same as --a")
         if b in seen:
@@ -266,7 +297,9 @@ def compare_rows(
         keys = sorted(set(a_index) & set(b_index))
         if not keys:
             raise UsageError(f"--a {a} and --b {b} share no work item (pairs agree on {', '.join(pair_on)})")
-        pairings.append(Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys)))
+        pairings.append(
+            Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys))
+        )
         for outcome in chosen:
             pairs = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in keys]
             pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
@@ -277,18 +310,60 @@ def compare_rows(
             kept = [k for k in keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None]
             xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
             test = mcnemar_from_pairs(xs, ys)
-            boot = paired_bootstrap_diff([float(x) for x in xs], [float(y) for y in ys], n_resamples=resamples, confidence=confidence, seed=seed)
+            boot = paired_bootstrap_diff(
+                [float(x) for x in xs], [float(y) for y in ys], n_resamples=resamples, confidence=confidence, seed=seed
+            )
             # Task-blocked: one mean difference per task (case), so seeds of one task never count as independent.
-            blocks = task_blocked_differences([a_index[k]["key"]["case_id"] for k in kept], [float(x) for x in xs], [float(y) for y in ys])
+            blocks = task_blocked_differences(
+                [a_index[k]["key"]["case_id"] for k in kept], [float(x) for x in xs], [float(y) for y in ys]
+            )
             permutation = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
-            pending.append((str(b), outcome.name, len(pairs), sum(xs) / len(xs), sum(ys) / len(ys), boot, test, len(blocks), permutation.p_value))
+            pending.append(
+                (
+                    str(b),
+                    outcome.name,
+                    len(pairs),
+                    sum(xs) / len(xs),
+                    sum(ys) / len(ys),
+                    boot,
+                    test,
+                    len(blocks),
+                    permutation.p_value,
+                )
+            )
         grounding.extend(_grounding(a_index, b_index, keys, str(b), resamples, seed))
     adjusted = holm_adjust([entry[6].p_value for entry in pending])
     comparisons = tuple(
-        Comparison(b, name, n, rate_a, rate_b, boot.diff, boot.ci_low, boot.ci_high, test.b, test.c, test.p_value, p_holm, tasks, perm_p)
+        Comparison(
+            b,
+            name,
+            n,
+            rate_a,
+            rate_b,
+            boot.diff,
+            boot.ci_low,
+            boot.ci_high,
+            test.b,
+            test.c,
+            test.p_value,
+            p_holm,
+            tasks,
+            perm_p,
+        )
         for (b, name, n, rate_a, rate_b, boot, test, tasks, perm_p), p_holm in zip(pending, adjusted)
     )
-    return ComparisonResult(str(a), len(a_index), pair_on, seed, resamples, confidence, tuple(pairings), comparisons, tuple(no_pairs), grounding=tuple(grounding))
+    return ComparisonResult(
+        str(a),
+        len(a_index),
+        pair_on,
+        seed,
+        resamples,
+        confidence,
+        tuple(pairings),
+        comparisons,
+        tuple(no_pairs),
+        grounding=tuple(grounding),
+    )
 
 
 def _grounding(a_index, b_index, keys, b: str, resamples: int, seed: int) -> list[GroundingComparison]:

@@ -70,7 +70,9 @@ def _main_figure(section: MainSection) -> list[str]:
         svg = trajectory_chart(section.points, f"{section.title}: one line per endpoint across defenses")
         caption = "Defense trajectories: the rate of each endpoint (one line each) across the defenses in plan order; lower is better."
     elif section.figure == "spread" and section.points:
-        svg = spread_chart(section.points, f"{section.title}: mean over endpoints per defense, with each endpoint's rate")
+        svg = spread_chart(
+            section.points, f"{section.title}: mean over endpoints per defense, with each endpoint's rate"
+        )
         caption = ("ObservedHarm@Exec per defense: the bar is the mean of the endpoints' rates, the whisker spans "
                    "their range and each dot is one endpoint.")  # fmt: skip
     else:
@@ -97,13 +99,17 @@ def _body(model: ReportModel) -> list[str]:
     out += _table(model.conditions)
     out.append("<h2>Claims</h2>")
     if model.differences:
-        out.append(f"<p>metrics.json differs from the recomputation in {plural(len(model.differences), 'place')}:</p><ul>")
+        out.append(
+            f"<p>metrics.json differs from the recomputation in {plural(len(model.differences), 'place')}:</p><ul>"
+        )
         out += [f"<li>{escape(d)}</li>" for d in model.differences[:MAX_LISTED]]
         if len(model.differences) > MAX_LISTED:
             out.append(f"<li>... and {len(model.differences) - MAX_LISTED} more</li>")
         out.append("</ul>")
     else:
-        out.append("<p>Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl.</p>")
+        out.append(
+            "<p>Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl.</p>"
+        )
     out.append(
         '<p class="note">Every number below is recomputed from the rows, not copied from metrics.json. '
         "Rates carry 95% Wilson intervals; k is the count of hits, n the denominator.</p>"

@@ -12,14 +12,21 @@ break a table.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ._load import ReportData
 from ._model import ReportModel, Table, build_model, format_number, plural
 from .compare import ComparisonResult
 
-__all__ = ["escape_markdown", "markdown_table", "render_comparison_markdown", "render_markdown", "render_trajectory_pairs_markdown"]
+__all__ = [
+    "escape_markdown",
+    "markdown_table",
+    "render_comparison_markdown",
+    "render_markdown",
+    "render_trajectory_pairs_markdown",
+]
 
 _SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
 # A bracket only makes a link (or a link definition) right before "(", "[" or
@@ -133,11 +140,28 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
     )
     pairing = Table(
         ("B", "rows A", "rows B", "pairs", "unpaired A", "unpaired B"),
-        tuple((p.b, str(p.rows_a), str(p.rows_b), str(p.pairs), str(p.unpaired_a), str(p.unpaired_b)) for p in result.pairings),
+        tuple(
+            (p.b, str(p.rows_a), str(p.rows_b), str(p.pairs), str(p.unpaired_a), str(p.unpaired_b))
+            for p in result.pairings
+        ),
         numeric_from=1,
     )
     tests = Table(
-        ("B", "outcome", "pairs", "rate A", "rate B", "diff (B - A)", f"{level} CI", "b (A only)", "c (B only)", "McNemar p", "Holm p", "tasks", "sign-perm p"),
+        (
+            "B",
+            "outcome",
+            "pairs",
+            "rate A",
+            "rate B",
+            "diff (B - A)",
+            f"{level} CI",
+            "b (A only)",
+            "c (B only)",
+            "McNemar p",
+            "Holm p",
+            "tasks",
+            "sign-perm p",
+        ),
         tuple(
             (
                 c.b,
@@ -165,17 +189,36 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         markdown_table(pairing),
         ["## Outcomes"],
         markdown_table(tests) if result.comparisons else ["No outcome has paired rows."],
-        ["b counts pairs where the outcome holds under A only, c under B only; a positive difference means B is higher."],
+        [
+            "b counts pairs where the outcome holds under A only, c under B only; a positive difference means B is higher."
+        ],
     ]
     if result.grounding:
         grounding = Table(
             ("B", "pairs", "tasks", "grounding A", "grounding B", "diff (B - A)", "sign-perm p"),
-            tuple((g.b, str(g.pairs), str(g.tasks), f"{g.mean_a:.2f}", f"{g.mean_b:.2f}", f"{g.diff:+.2f}", _p(g.sign_perm_p)) for g in result.grounding),
+            tuple(
+                (
+                    g.b,
+                    str(g.pairs),
+                    str(g.tasks),
+                    f"{g.mean_a:.2f}",
+                    f"{g.mean_b:.2f}",
+                    f"{g.diff:+.2f}",
+                    _p(g.sign_perm_p),
+                )
+                for g in result.grounding
+            ),
             numeric_from=1,
         )
-        blocks += [["## Grounding (five-point)"], markdown_table(grounding), ["The sign-permutation tests are task-blocked: one mean difference per task, signs flipped per task."]]
+        blocks += [
+            ["## Grounding (five-point)"],
+            markdown_table(grounding),
+            ["The sign-permutation tests are task-blocked: one mean difference per task, signs flipped per task."],
+        ]
     if result.no_pairs:
-        blocks.append(["No paired rows for: " + escape_markdown(", ".join(f"{o} (B = {b})" for b, o in result.no_pairs))])
+        blocks.append(
+            ["No paired rows for: " + escape_markdown(", ".join(f"{o} (B = {b})" for b, o in result.no_pairs))]
+        )
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
 
@@ -209,10 +252,21 @@ def render_trajectory_pairs_markdown(pairs: Sequence[Any], alpha: float) -> str:
             numeric_from=1,
         )  # fmt: skip
         labels = sorted(set(a.labels) | set(b.labels))
-        distribution = Table(("primary failure label", "A", "B"), tuple((label, str(a.labels.get(label, 0)), str(b.labels.get(label, 0))) for label in labels), numeric_from=1)
+        distribution = Table(
+            ("primary failure label", "A", "B"),
+            tuple((label, str(a.labels.get(label, 0)), str(b.labels.get(label, 0))) for label in labels),
+            numeric_from=1,
+        )
         gates = Table(
             ("gate", "holds", "evidence"),
-            tuple((f"{i}. {g.name}", {True: "yes", False: "no", None: "not evaluated"}[g.holds], escape_markdown(g.evidence)) for i, g in enumerate(pair.gates, 1)),
+            tuple(
+                (
+                    f"{i}. {g.name}",
+                    {True: "yes", False: "no", None: "not evaluated"}[g.holds],
+                    escape_markdown(g.evidence),
+                )
+                for i, g in enumerate(pair.gates, 1)
+            ),
         )
         blocks += [
             [f"## Trajectory pair: model family {escape_markdown(pair.model_family)}, B = {escape_markdown(pair.b)}"],

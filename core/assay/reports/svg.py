@@ -9,8 +9,8 @@ inlined in an HTML page, which needs neither.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
-from typing import Sequence
 
 from ._model import FigurePoint, format_ci
 
@@ -68,21 +68,31 @@ def rate_chart(points: Sequence[FigurePoint], title: str) -> str:
 
     out = _open(width, height, title)
     for tick in _TICKS:
-        out.append(f'<line x1="{_n(x(tick))}" y1="{_n(top - 6)}" x2="{_n(x(tick))}" y2="{_n(height - bottom)}" stroke="#ddd"/>')
+        out.append(
+            f'<line x1="{_n(x(tick))}" y1="{_n(top - 6)}" x2="{_n(x(tick))}" y2="{_n(height - bottom)}" stroke="#ddd"/>'
+        )
         out.append(f'<text x="{_n(x(tick))}" y="{_n(top - 10)}" text-anchor="middle" fill="#555">{tick:.2f}</text>')
     for index, point in enumerate(points):
         y = top + row_h * index + row_h / 2
         colour = colours[point.series]
         out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
-        out.append(f'<text x="{_n(label_w - 8)}" y="{_n(y + 4)}" text-anchor="end">{escape(_short(point.label))}</text>')
+        out.append(
+            f'<text x="{_n(label_w - 8)}" y="{_n(y + 4)}" text-anchor="end">{escape(_short(point.label))}</text>'
+        )
         if point.low is not None and point.high is not None:
             low, high = x(point.low), x(point.high)
-            out.append(f'<line x1="{_n(low)}" y1="{_n(y)}" x2="{_n(high)}" y2="{_n(y)}" stroke="{colour}" stroke-width="2"/>')
+            out.append(
+                f'<line x1="{_n(low)}" y1="{_n(y)}" x2="{_n(high)}" y2="{_n(y)}" stroke="{colour}" stroke-width="2"/>'
+            )
             for end in (low, high):
-                out.append(f'<line x1="{_n(end)}" y1="{_n(y - 5)}" x2="{_n(end)}" y2="{_n(y + 5)}" stroke="{colour}" stroke-width="2"/>')
+                out.append(
+                    f'<line x1="{_n(end)}" y1="{_n(y - 5)}" x2="{_n(end)}" y2="{_n(y + 5)}" stroke="{colour}" stroke-width="2"/>'
+                )
         if point.value is not None:
             out.append(f'<circle cx="{_n(x(point.value))}" cy="{_n(y)}" r="4.5" fill="{colour}"/>')
-        out.append(f'<text x="{_n(label_w + plot_w + 10)}" y="{_n(y + 4)}" fill="#333">{escape(_summary(point))}</text>')
+        out.append(
+            f'<text x="{_n(label_w + plot_w + 10)}" y="{_n(y + 4)}" fill="#333">{escape(_summary(point))}</text>'
+        )
         out.append("</g>")
     out.append("</svg>")
     return "\n".join(out)
@@ -113,7 +123,9 @@ def family_chart(points: Sequence[FigurePoint], title: str) -> str:
         x0 = left + group_w * c_index + (group_w - bars_w) / 2
         centre = x0 + bars_w / 2
         out.append(f"<g><title>{escape(category)}</title>")
-        out.append(f'<text x="{_n(centre)}" y="{_n(top + plot_h + 16)}" text-anchor="middle">{escape(_short(category, chars))}</text>')
+        out.append(
+            f'<text x="{_n(centre)}" y="{_n(top + plot_h + 16)}" text-anchor="middle">{escape(_short(category, chars))}</text>'
+        )
         out.append("</g>")
         for s_index, name in enumerate(series):
             point = by_key.get((category, name))
@@ -127,18 +139,26 @@ def family_chart(points: Sequence[FigurePoint], title: str) -> str:
                 out.append(f'<text x="{_n(mid)}" y="{_n(y(0) - 4)}" text-anchor="middle" font-size="9">n/a</text>')
             else:
                 bar_top = y(point.value)
-                out.append(f'<rect x="{_n(bx)}" y="{_n(bar_top)}" width="{_n(bar_w)}" height="{_n(y(0) - bar_top)}" fill="{colour}" fill-opacity="0.75"/>')
+                out.append(
+                    f'<rect x="{_n(bx)}" y="{_n(bar_top)}" width="{_n(bar_w)}" height="{_n(y(0) - bar_top)}" fill="{colour}" fill-opacity="0.75"/>'
+                )
             if point.low is not None and point.high is not None:
                 low, high = y(point.low), y(point.high)
-                out.append(f'<line x1="{_n(mid)}" y1="{_n(low)}" x2="{_n(mid)}" y2="{_n(high)}" stroke="#222" stroke-width="1.5"/>')
+                out.append(
+                    f'<line x1="{_n(mid)}" y1="{_n(low)}" x2="{_n(mid)}" y2="{_n(high)}" stroke="#222" stroke-width="1.5"/>'
+                )
                 for end in (low, high):
-                    out.append(f'<line x1="{_n(mid - 4)}" y1="{_n(end)}" x2="{_n(mid + 4)}" y2="{_n(end)}" stroke="#222" stroke-width="1.5"/>')
+                    out.append(
+                        f'<line x1="{_n(mid - 4)}" y1="{_n(end)}" x2="{_n(mid + 4)}" y2="{_n(end)}" stroke="#222" stroke-width="1.5"/>'
+                    )
             out.append("</g>")
     out.append(f'<line x1="{_n(left)}" y1="{_n(y(0))}" x2="{_n(width - 8)}" y2="{_n(y(0))}" stroke="#555"/>')
     legend_top = top + plot_h + axis_h + 4
     for index, name in enumerate(series):
         ly = legend_top + legend_row * index
-        out.append(f'<rect x="{_n(left)}" y="{_n(ly)}" width="12" height="12" fill="{colours[name]}" fill-opacity="0.75"/>')
+        out.append(
+            f'<rect x="{_n(left)}" y="{_n(ly)}" width="12" height="12" fill="{colours[name]}" fill-opacity="0.75"/>'
+        )
         out.append(f'<text x="{_n(left + 18)}" y="{_n(ly + 10)}">{escape(_short(name, 80))}</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -158,7 +178,9 @@ def _value_axis(out: list[str], left: float, right: float, top: float, plot_h: f
         out.append(f'<text x="{_n(left - 6)}" y="{_n(ty + 4)}" text-anchor="end" fill="#555">{100 * tick:.0f}%</text>')
 
 
-def _legend(out: list[str], series: Sequence[str], colours: dict[str, str], left: float, top: float, row: float) -> None:
+def _legend(
+    out: list[str], series: Sequence[str], colours: dict[str, str], left: float, top: float, row: float
+) -> None:
     for index, name in enumerate(series):
         ly = top + row * index
         out.append(f'<rect x="{_n(left)}" y="{_n(ly)}" width="12" height="12" fill="{colours[name]}"/>')
@@ -190,11 +212,17 @@ def trajectory_chart(points: Sequence[FigurePoint], title: str) -> str:
     _value_axis(out, left, width - 8, top, plot_h, upper)
     chars = int(step // 7)
     for index, category in enumerate(categories):
-        out.append(f'<text x="{_n(x(index))}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>')
+        out.append(
+            f'<text x="{_n(x(index))}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>'
+        )
     by_key = {(point.series, point.category): point for point in points}
     for name in series:
         colour = colours[name]
-        drawn = [(i, by_key[name, c]) for i, c in enumerate(categories) if (name, c) in by_key and by_key[name, c].value is not None]
+        drawn = [
+            (i, by_key[name, c])
+            for i, c in enumerate(categories)
+            if (name, c) in by_key and by_key[name, c].value is not None
+        ]
         out.append(f"<g><title>{escape(name)}</title>")
         if len(drawn) > 1:
             path = " ".join(f"{_n(x(i))},{_n(y(p.value))}" for i, p in drawn)  # type: ignore[arg-type]
@@ -204,7 +232,9 @@ def trajectory_chart(points: Sequence[FigurePoint], title: str) -> str:
             out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
             out.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(point.value))}" r="4" fill="{colour}"/>')  # type: ignore[arg-type]
             out.append("</g>")
-    out.append(f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(width - 8)}" y2="{_n(top + plot_h)}" stroke="#555"/>')
+    out.append(
+        f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(width - 8)}" y2="{_n(top + plot_h)}" stroke="#555"/>'
+    )
     _legend(out, series, colours, left, top + plot_h + axis_h + 4, legend_row)
     out.append("</svg>")
     return "\n".join(out)
@@ -235,24 +265,36 @@ def spread_chart(points: Sequence[FigurePoint], title: str) -> str:
     for index, category in enumerate(categories):
         centre = left + step * (index + 0.5)
         members = [p for p in points if p.category == category and p.value is not None]
-        out.append(f'<text x="{_n(centre)}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>')
+        out.append(
+            f'<text x="{_n(centre)}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>'
+        )
         if not members:
             continue
         values = [float(p.value) for p in members]  # type: ignore[arg-type]
         mean, low, high = sum(values) / len(values), min(values), max(values)
         summary = f"{category}: mean {mean:.3f} over {len(values)} endpoint{'' if len(values) == 1 else 's'} (range {low:.3f} to {high:.3f})"
         out.append(f"<g><title>{escape(summary)}</title>")
-        out.append(f'<rect x="{_n(centre - bar_w / 2)}" y="{_n(y(mean))}" width="{_n(bar_w)}" height="{_n(y(0) - y(mean))}" fill="#999" fill-opacity="0.45"/>')
-        out.append(f'<line x1="{_n(centre)}" y1="{_n(y(low))}" x2="{_n(centre)}" y2="{_n(y(high))}" stroke="#222" stroke-width="1.5"/>')
+        out.append(
+            f'<rect x="{_n(centre - bar_w / 2)}" y="{_n(y(mean))}" width="{_n(bar_w)}" height="{_n(y(0) - y(mean))}" fill="#999" fill-opacity="0.45"/>'
+        )
+        out.append(
+            f'<line x1="{_n(centre)}" y1="{_n(y(low))}" x2="{_n(centre)}" y2="{_n(y(high))}" stroke="#222" stroke-width="1.5"/>'
+        )
         for end in (low, high):
-            out.append(f'<line x1="{_n(centre - 5)}" y1="{_n(y(end))}" x2="{_n(centre + 5)}" y2="{_n(y(end))}" stroke="#222" stroke-width="1.5"/>')
-        out.append(f'<text x="{_n(centre + bar_w / 2 + 3)}" y="{_n(y(mean) + 4)}" font-size="10" fill="#333">{100 * mean:.1f}%</text>')
+            out.append(
+                f'<line x1="{_n(centre - 5)}" y1="{_n(y(end))}" x2="{_n(centre + 5)}" y2="{_n(y(end))}" stroke="#222" stroke-width="1.5"/>'
+            )
+        out.append(
+            f'<text x="{_n(centre + bar_w / 2 + 3)}" y="{_n(y(mean) + 4)}" font-size="10" fill="#333">{100 * mean:.1f}%</text>'
+        )
         out.append("</g>")
         spacing = min(8.0, (bar_w - 8) / max(1, len(series) - 1)) if len(series) > 1 else 0.0
         for point in members:
             dx = (series.index(point.series) - (len(series) - 1) / 2) * spacing
             out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
-            out.append(f'<circle cx="{_n(centre + dx)}" cy="{_n(y(point.value))}" r="3.5" fill="{colours[point.series]}" stroke="#fff" stroke-width="0.8"/>')  # type: ignore[arg-type]
+            out.append(
+                f'<circle cx="{_n(centre + dx)}" cy="{_n(y(point.value))}" r="3.5" fill="{colours[point.series]}" stroke="#fff" stroke-width="0.8"/>'
+            )  # type: ignore[arg-type]
             out.append("</g>")
     out.append(f'<line x1="{_n(left)}" y1="{_n(y(0))}" x2="{_n(width - 8)}" y2="{_n(y(0))}" stroke="#555"/>')
     _legend(out, series, colours, left, top + plot_h + axis_h + 4, legend_row)

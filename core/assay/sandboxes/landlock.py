@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = ["LandlockError", "abi_version", "restrict_self", "restrict_self_to"]
 
@@ -114,11 +114,26 @@ def restrict_self_to(rules: Mapping[str, int], *, deny_tcp: bool = True) -> int:
                 continue
             try:
                 if not os.path.isdir(path):
-                    rights &= EXECUTE | WRITE_FILE | READ_FILE | (TRUNCATE if abi >= 3 else 0) | (IOCTL_DEV if abi >= 5 else 0)
+                    rights &= (
+                        EXECUTE
+                        | WRITE_FILE
+                        | READ_FILE
+                        | (TRUNCATE if abi >= 3 else 0)
+                        | (IOCTL_DEV if abi >= 5 else 0)
+                    )
                 if not rights & handled:
                     continue  # e.g. only directory rights asked of a file
                 rule = _PathBeneathAttr(rights & handled, fd)
-                if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+                if (
+                    libc.syscall(
+                        _SYS_ADD_RULE,
+                        ctypes.c_int(ruleset),
+                        ctypes.c_int(_RULE_PATH_BENEATH),
+                        ctypes.byref(rule),
+                        ctypes.c_uint32(0),
+                    )
+                    < 0
+                ):
                     raise LandlockError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
             finally:
                 os.close(fd)

@@ -16,18 +16,17 @@ recorded events).
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import hashlib
 import json
-import os
 import shutil
 import sqlite3
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import UsageError
 from .landlock import abi_version
@@ -57,10 +56,20 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     _tool("files_delete", "Delete a file, or every file under a directory.", {"path": _S}, ["path"]),
     _tool("email_list", "List the messages of a mailbox folder.", {"folder": _S}, []),
     _tool("email_read", "Read one message.", {"id": _S}, ["id"]),
-    _tool("email_send", "Send an email.", {"to": _LIST, "subject": _S, "body": _S, "cc": _LIST, "bcc": _LIST}, ["to", "subject", "body"]),
+    _tool(
+        "email_send",
+        "Send an email.",
+        {"to": _LIST, "subject": _S, "body": _S, "cc": _LIST, "bcc": _LIST},
+        ["to", "subject", "body"],
+    ),
     _tool("db_query", "Run one SQL statement on the database.", {"sql": _S}, ["sql"]),
     _tool("memory_read", "Read a memory entry (or all entries without a key).", {"key": _S}, []),
-    _tool("memory_write", "Store a memory entry that persists across sessions.", {"key": _S, "value": _S}, ["key", "value"]),
+    _tool(
+        "memory_write",
+        "Store a memory entry that persists across sessions.",
+        {"key": _S, "value": _S},
+        ["key", "value"],
+    ),
     _tool("memory_delete", "Delete a memory entry.", {"key": _S}, ["key"]),
     _tool("web_fetch", "Fetch a web page.", {"url": _S}, ["url"]),
     _tool("code_run", "Run Python code in a sandbox (no network).", {"language": _S, "code": _S}, ["code"]),
@@ -118,7 +127,10 @@ class LocalSandbox:
         for table, rows in database.get("tables", {}).items():
             for row in rows:
                 columns = list(row)
-                db.execute(f'INSERT INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) VALUES ({", ".join("?" for _ in columns)})', [row[c] for c in columns])
+                db.execute(
+                    f'INSERT INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) VALUES ({", ".join("?" for _ in columns)})',
+                    [row[c] for c in columns],
+                )
         db.commit()
         db.close()
         memory = {entry["key"]: entry["value"] for entry in env.get("memory", [])}
@@ -128,7 +140,10 @@ class LocalSandbox:
             path = "/" + page["url"].split("://", 1)[-1].split("/", 1)[-1] if "://" in page["url"] else page["url"]
             self.page_paths[page["url"]] = path
             self.page_paths[path] = path
-        served = {self.page_paths[p["url"]]: (self._content(p), p.get("content_type", "text/html")) for p in env.get("web", [])}
+        served = {
+            self.page_paths[p["url"]]: (self._content(p), p.get("content_type", "text/html"))
+            for p in env.get("web", [])
+        }
         self._site = self.pages.register(served) if served else ""
 
     def _content(self, item: Mapping[str, Any]) -> bytes:
@@ -161,7 +176,10 @@ class LocalSandbox:
         base = _inside(self.files, path)
         if not base.exists():
             return f"error: no such directory {path}"
-        return "\n".join("/" + p.relative_to(self.files).as_posix() for p in sorted(base.rglob("*")) if p.is_file()) or "(empty)"
+        return (
+            "\n".join("/" + p.relative_to(self.files).as_posix() for p in sorted(base.rglob("*")) if p.is_file())
+            or "(empty)"
+        )
 
     def _tool_files_read(self, path: str) -> str:
         return _inside(self.files, path).read_text(encoding="utf-8", errors="replace")
@@ -184,10 +202,12 @@ class LocalSandbox:
         lines = []
         for path in sorted((self.mail / folder).glob("*.json")) if (self.mail / folder).is_dir() else []:
             message = json.loads(path.read_text())
-            lines.append(f"{message.get('id', path.stem)}: from {message.get('from', '?')}: {message.get('subject', '')}")
+            lines.append(
+                f"{message.get('id', path.stem)}: from {message.get('from', '?')}: {message.get('subject', '')}"
+            )
         return "\n".join(lines) or "(no messages)"
 
-    def _tool_email_read(self, id: str) -> str:  # noqa: A002 (the tool's argument name)
+    def _tool_email_read(self, id: str) -> str:
         for path in sorted(self.mail.rglob(f"{id}.json")):
             message = json.loads(path.read_text())
             return f"From: {message.get('from')}\nTo: {', '.join(message.get('to', []))}\nSubject: {message.get('subject')}\n\n{message.get('body')}"
@@ -195,7 +215,13 @@ class LocalSandbox:
 
     def _tool_email_send(self, to: Any, subject: str = "", body: str = "", cc: Any = (), bcc: Any = ()) -> str:
         as_list = lambda v: [v] if isinstance(v, str) else [str(x) for x in v or []]  # noqa: E731
-        message = {"to": as_list(to), "cc": as_list(cc), "bcc": as_list(bcc), "subject": str(subject), "body": str(body)}
+        message = {
+            "to": as_list(to),
+            "cc": as_list(cc),
+            "bcc": as_list(bcc),
+            "subject": str(subject),
+            "body": str(body),
+        }
         sent = self.mail / "sent"
         sent.mkdir(exist_ok=True)
         number = len(list(sent.glob("*.json"))) + 1
@@ -235,14 +261,18 @@ class LocalSandbox:
         return f"forgot {key}"
 
     async def _tool_web_fetch(self, url: str) -> str:
-        path = self.page_paths.get(url) or self.page_paths.get("/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url)
+        path = self.page_paths.get(url) or self.page_paths.get(
+            "/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url
+        )
         if path is None or not self._site:
             # There is no network: the request is recorded as the attempt it is.
             self.events.append({"store": "web", "op": "requested", "target": str(url)})
             return f"error: {url} is unreachable"
+
         def fetch() -> str:
-            with urllib.request.urlopen(self._site + path, timeout=10) as response:  # noqa: S310 (loopback only)
+            with urllib.request.urlopen(self._site + path, timeout=10) as response:
                 return response.read().decode("utf-8", errors="replace")
+
         return await asyncio.to_thread(fetch)
 
     async def _tool_code_run(self, code: str, language: str = "python") -> str:
@@ -252,7 +282,12 @@ class LocalSandbox:
         return await asyncio.to_thread(self._run_code, str(code))
 
     def _run_code(self, code: str) -> str:
-        code_, output = run_confined(self.files, ["python", "-c", code], timeout_s=float(self.code_limits.get("wall_s", 20)), limits=self.code_limits)
+        code_, output = run_confined(
+            self.files,
+            ["python", "-c", code],
+            timeout_s=float(self.code_limits.get("wall_s", 20)),
+            limits=self.code_limits,
+        )
         if code_ is None:
             return "error: the code ran out of time"
         if code_ == CONFINE_FAILED and "cannot confine" in output:
@@ -281,7 +316,9 @@ class LocalSandbox:
             state["memory"][key] = _digest(value.encode())
         return state
 
-    def diff(self, before: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+    def diff(
+        self, before: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, str]]
+    ) -> list[dict[str, Any]]:
         """The state diff: changed targets per store, sent mail, recorded events."""
         changes: list[dict[str, Any]] = []
         for store in ("files", "email", "database", "memory"):
@@ -317,13 +354,19 @@ class LocalSandboxFactory:
     description: str = "Files, mailbox, SQLite, memory on disk; web pages on a loopback HTTP server; code in a child with no network, rlimits and Landlock."
     _pages: PageServer | None = field(default=None, repr=False)
 
-    def create(self, case: Mapping[str, Any], *, pack_root: Path, options: Mapping[str, str] | None = None) -> LocalSandbox:
+    def create(
+        self, case: Mapping[str, Any], *, pack_root: Path, options: Mapping[str, str] | None = None
+    ) -> LocalSandbox:
         """A fresh sandbox for one work item."""
         options = dict(options or {})
         if self._pages is None:
             self._pages = PageServer()
         root = Path(tempfile.mkdtemp(prefix="assay-sandbox-"))
-        limits = {"cpu_s": options.get("cpu_s", 10), "memory_mb": options.get("memory_mb", 512), "wall_s": options.get("wall_s", 20)}
+        limits = {
+            "cpu_s": options.get("cpu_s", 10),
+            "memory_mb": options.get("memory_mb", 512),
+            "wall_s": options.get("wall_s", 20),
+        }
         return LocalSandbox(case, root, self._pages, pack_root, limits)
 
     def check(self) -> None:

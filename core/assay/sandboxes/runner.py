@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 __all__ = ["CONFINE_FAILED", "run_confined"]
 
@@ -20,7 +20,9 @@ __all__ = ["CONFINE_FAILED", "run_confined"]
 CONFINE_FAILED = 126
 
 
-def run_confined(workspace: Path, argv: Sequence[str], *, timeout_s: float = 20.0, limits: Mapping[str, int] | None = None) -> tuple[int | None, str]:
+def run_confined(
+    workspace: Path, argv: Sequence[str], *, timeout_s: float = 20.0, limits: Mapping[str, int] | None = None
+) -> tuple[int | None, str]:
     """Run ``argv`` (``python`` means this interpreter) in ``workspace``; returns (exit code or None on timeout, output)."""
     limits = dict(limits or {})
     interpreter = os.path.realpath(sys.executable)
@@ -29,7 +31,11 @@ def run_confined(workspace: Path, argv: Sequence[str], *, timeout_s: float = 20.
         "read": [*runtime, "/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/dev/null", "/dev/urandom"],
         "execute": [*runtime, "/usr", "/lib", "/lib64", "/bin"],
         "write": [str(workspace)],
-        "limits": {"cpu_s": int(limits.get("cpu_s", 10)), "memory_bytes": int(limits.get("memory_mb", 512)) << 20, "file_bytes": 16 << 20},
+        "limits": {
+            "cpu_s": int(limits.get("cpu_s", 10)),
+            "memory_bytes": int(limits.get("memory_mb", 512)) << 20,
+            "file_bytes": 16 << 20,
+        },
     }
     program = [interpreter, "-I", *argv[1:]] if argv and argv[0] in ("python", "python3") else list(argv)
     if program and not os.path.isabs(program[0]):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Mapping
 
 __all__ = ["PageServer"]
 
@@ -23,7 +23,7 @@ class PageServer:
         sites, lock = self._sites, self._lock
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 prefix, _, path = self.path.lstrip("/").partition("/")
                 with lock:
                     page = sites.get(prefix, {}).get("/" + path)

@@ -140,8 +140,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "CREATED",
@@ -243,7 +244,7 @@ def _parse_item(item: str) -> FaultRule:
         schedule = rest.pop(0)
         if schedule.startswith("first="):
             try:
-                first = int(schedule[len("first="):])
+                first = int(schedule[len("first=") :])
             except ValueError:
                 raise ValueError(f"fault {item!r}: first=K needs an integer K") from None
             if first < 1:

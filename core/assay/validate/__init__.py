@@ -23,7 +23,16 @@ from ._common import check_schema, read_document
 from ._pack import validate_pack
 from ._report import Issue, Rank, Report
 
-__all__ = ["ArchiveLimits", "Issue", "Rank", "Report", "detect_schema", "extract_archive", "find_pack_root", "validate_path"]
+__all__ = [
+    "ArchiveLimits",
+    "Issue",
+    "Rank",
+    "Report",
+    "detect_schema",
+    "extract_archive",
+    "find_pack_root",
+    "validate_path",
+]
 
 _SKIP = {".git", ".venv", "build", "dist", "node_modules", "__pycache__", "site"}
 
@@ -85,7 +94,14 @@ def _validate_document(path: Path, report: Report, registry: Registry, schema: s
         if "digest" in data:
             actual = digest_document({k: v for k, v in data.items() if k != "digest"})
             if actual != data["digest"]:
-                report.add(str(path), f"digest mismatch: document says {data['digest']}, its contents give {actual}", rank=Rank.INTEGRITY, code="document-digest", line=document.line_of("/digest"), pointer="/digest")
+                report.add(
+                    str(path),
+                    f"digest mismatch: document says {data['digest']}, its contents give {actual}",
+                    rank=Rank.INTEGRITY,
+                    code="document-digest",
+                    line=document.line_of("/digest"),
+                    pointer="/digest",
+                )
 
 
 def validate_path(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import gc
 import itertools
 from concurrent.futures import ThreadPoolExecutor
-
-import orjson
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ..bundle import BUNDLE_MANIFEST
 from ..components import MetricContext
@@ -43,21 +43,43 @@ def _check_seal(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument
         listed.add(relative)
         path = safe_child(root, relative)
         if path is None:
-            report.add(name(BUNDLE_MANIFEST), f"{relative} points outside the bundle", rank=Rank.INTEGRITY, code="path-escape", line=bundle_doc.line_of(pointer), pointer=pointer)
+            report.add(
+                name(BUNDLE_MANIFEST),
+                f"{relative} points outside the bundle",
+                rank=Rank.INTEGRITY,
+                code="path-escape",
+                line=bundle_doc.line_of(pointer),
+                pointer=pointer,
+            )
         elif not path.is_file():
             report.add(name(relative), "listed in bundle.json but missing", rank=Rank.INTEGRITY, code="missing-file")
         else:
             actual, size = digest_file(path)
             if actual != get(entry, "sha256"):
-                report.add(name(relative), f"digest mismatch: bundle.json lists {get(entry, 'sha256')}, file has {actual}", rank=Rank.INTEGRITY, code="file-digest")
+                report.add(
+                    name(relative),
+                    f"digest mismatch: bundle.json lists {get(entry, 'sha256')}, file has {actual}",
+                    rank=Rank.INTEGRITY,
+                    code="file-digest",
+                )
             elif size != get(entry, "size"):
-                report.add(name(relative), f"size mismatch: bundle.json lists {get(entry, 'size')}, file has {size}", rank=Rank.INTEGRITY, code="file-size")
+                report.add(
+                    name(relative),
+                    f"size mismatch: bundle.json lists {get(entry, 'size')}, file has {size}",
+                    rank=Rank.INTEGRITY,
+                    code="file-size",
+                )
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
         if path.is_symlink():
             report.add(name(relative), "symbolic links are not allowed in a bundle", rank=Rank.INTEGRITY, code="link")
         elif path.is_file() and relative != BUNDLE_MANIFEST and relative not in listed:
-            report.add(name(relative), "file is not listed in bundle.json, so the seal does not cover it", rank=Rank.INTEGRITY, code="unlisted-file")
+            report.add(
+                name(relative),
+                "file is not listed in bundle.json, so the seal does not cover it",
+                rank=Rank.INTEGRITY,
+                code="unlisted-file",
+            )
 
 
 def _resolve_pack(identity: dict[str, Any], registry: Registry, pack_root: Path | None) -> tuple[Pack | None, str]:
@@ -67,7 +89,9 @@ def _resolve_pack(identity: dict[str, Any], registry: Registry, pack_root: Path 
     return pack, f"installed pack {identity.get('name')}"
 
 
-def validate_bundle(root: Path, report: Report, registry: Registry, *, label: str, pack_root: Path | None = None) -> None:
+def validate_bundle(
+    root: Path, report: Report, registry: Registry, *, label: str, pack_root: Path | None = None
+) -> None:
     """Validate a bundle directory, recording findings in ``report``."""
 
     def name(relative: str) -> str:
@@ -92,7 +116,15 @@ def validate_bundle(root: Path, report: Report, registry: Registry, *, label: st
             report.issues[:0] = seal_report.issues
 
 
-def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name, report: Report, registry: Registry, pack_root: Path | None) -> None:
+def _check_contents(
+    root: Path,
+    manifest: dict[str, Any],
+    bundle_doc: SourceDocument,
+    name,
+    report: Report,
+    registry: Registry,
+    pack_root: Path | None,
+) -> None:
     """Everything after the seal: run manifest, pack identity, rows, metrics."""
 
     # ------------------------------------------------------------ run manifest
@@ -101,22 +133,47 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
     if run_path is None or not run_path.is_file():
         return
     run_doc = read_document(run_path, name(run_rel), report)
-    if run_doc is None or not isinstance(run_doc.data, dict) or not check_schema(run_doc, "run_manifest", name(run_rel), report):
+    if (
+        run_doc is None
+        or not isinstance(run_doc.data, dict)
+        or not check_schema(run_doc, "run_manifest", name(run_rel), report)
+    ):
         return
     run = run_doc.data
     if digest_document(run) != manifest["run_manifest"]["digest"]:
-        report.add(name(BUNDLE_MANIFEST), f"run manifest digest mismatch: bundle.json says {manifest['run_manifest']['digest']}, {run_rel} gives {digest_document(run)}", rank=Rank.INTEGRITY, code="run-digest", line=bundle_doc.line_of("/run_manifest/digest"), pointer="/run_manifest/digest")
+        report.add(
+            name(BUNDLE_MANIFEST),
+            f"run manifest digest mismatch: bundle.json says {manifest['run_manifest']['digest']}, {run_rel} gives {digest_document(run)}",
+            rank=Rank.INTEGRITY,
+            code="run-digest",
+            line=bundle_doc.line_of("/run_manifest/digest"),
+            pointer="/run_manifest/digest",
+        )
     report.facts["run_id"] = run["run_id"]
 
     # ------------------------------------------------------------ pack identity
     identity = manifest["pack"]
     report.facts["pack"] = identity
     if run["pack"] != identity:
-        report.add(name(BUNDLE_MANIFEST), f"pack identity differs from the run manifest's ({run['pack']})", rank=Rank.INTEGRITY, code="pack-identity", line=bundle_doc.line_of("/pack"), pointer="/pack")
+        report.add(
+            name(BUNDLE_MANIFEST),
+            f"pack identity differs from the run manifest's ({run['pack']})",
+            rank=Rank.INTEGRITY,
+            code="pack-identity",
+            line=bundle_doc.line_of("/pack"),
+            pointer="/pack",
+        )
     pack, where = _resolve_pack(identity, registry, pack_root)
     case_index: dict[str, dict[str, Any]] = {}
     if pack is None:
-        report.add(name(BUNDLE_MANIFEST), f"pack {identity['name']}@{identity['version']} is not installed; install it or pass --pack DIR", rank=Rank.REFERENCE, code="unknown-pack", line=bundle_doc.line_of("/pack/name"), pointer="/pack/name")
+        report.add(
+            name(BUNDLE_MANIFEST),
+            f"pack {identity['name']}@{identity['version']} is not installed; install it or pass --pack DIR",
+            rank=Rank.REFERENCE,
+            code="unknown-pack",
+            line=bundle_doc.line_of("/pack/name"),
+            pointer="/pack/name",
+        )
     else:
         try:
             problem = pack.integrity_problem()
@@ -124,7 +181,14 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
         except Exception as exc:  # an unreadable pack is a finding, not a crash
             problem, pack_manifest = f"it cannot be read ({exc})", {}
         if problem is not None:
-            report.add(name(BUNDLE_MANIFEST), f"{where} is not intact: {problem} (run 'assay validate' on it)", rank=Rank.INTEGRITY, code="pack-integrity", line=bundle_doc.line_of("/pack"), pointer="/pack")
+            report.add(
+                name(BUNDLE_MANIFEST),
+                f"{where} is not intact: {problem} (run 'assay validate' on it)",
+                rank=Rank.INTEGRITY,
+                code="pack-integrity",
+                line=bundle_doc.line_of("/pack"),
+                pointer="/pack",
+            )
         elif pack_manifest.get("version") != identity["version"] or pack_manifest.get("digest") != identity["digest"]:
             report.add(
                 name(BUNDLE_MANIFEST),
@@ -142,7 +206,14 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
         for position, case_id in enumerate(plan["cases"]):
             if case_id not in case_index:
                 pointer = f"/plan/cases/{position}"
-                report.add(name(run_rel), f"planned case {case_id!r} is not in pack {identity['name']}@{identity['version']}", rank=Rank.REFERENCE, code="unknown-case", line=run_doc.line_of(pointer), pointer=pointer)
+                report.add(
+                    name(run_rel),
+                    f"planned case {case_id!r} is not in pack {identity['name']}@{identity['version']}",
+                    rank=Rank.REFERENCE,
+                    code="unknown-case",
+                    line=run_doc.line_of(pointer),
+                    pointer=pointer,
+                )
     _check_run_references(run, run_doc, name(run_rel), registry, report)
 
     # ------------------------------------------------------------ rows
@@ -154,7 +225,14 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
     if rows is None:
         return
     if len(rows) != manifest["rows"]["count"]:
-        report.add(name(BUNDLE_MANIFEST), f"rows count says {manifest['rows']['count']}, {rows_rel} has {len(rows)}", rank=Rank.INTEGRITY, code="row-count", line=bundle_doc.line_of("/rows/count"), pointer="/rows/count")
+        report.add(
+            name(BUNDLE_MANIFEST),
+            f"rows count says {manifest['rows']['count']}, {rows_rel} has {len(rows)}",
+            rank=Rank.INTEGRITY,
+            code="row-count",
+            line=bundle_doc.line_of("/rows/count"),
+            pointer="/rows/count",
+        )
     report.facts["rows"] = len(rows)
 
     # ------------------------------------------------------------ metrics
@@ -163,17 +241,35 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
     if metrics_path is None or not metrics_path.is_file():
         return
     metrics_doc = read_document(metrics_path, name(metrics_rel), report)
-    if metrics_doc is None or not isinstance(metrics_doc.data, dict) or not check_schema(metrics_doc, "metrics_summary", name(metrics_rel), report):
+    if (
+        metrics_doc is None
+        or not isinstance(metrics_doc.data, dict)
+        or not check_schema(metrics_doc, "metrics_summary", name(metrics_rel), report)
+    ):
         return
     claims = metrics_doc.data["metrics"]
     if digest_document(metrics_doc.data) != manifest["metrics"]["digest"]:
-        report.add(name(BUNDLE_MANIFEST), f"metrics digest mismatch: bundle.json says {manifest['metrics']['digest']}, {metrics_rel} gives {digest_document(metrics_doc.data)}", rank=Rank.INTEGRITY, code="metrics-digest", line=bundle_doc.line_of("/metrics/digest"), pointer="/metrics/digest")
+        report.add(
+            name(BUNDLE_MANIFEST),
+            f"metrics digest mismatch: bundle.json says {manifest['metrics']['digest']}, {metrics_rel} gives {digest_document(metrics_doc.data)}",
+            rank=Rank.INTEGRITY,
+            code="metrics-digest",
+            line=bundle_doc.line_of("/metrics/digest"),
+            pointer="/metrics/digest",
+        )
     known = set(registry.names("metrics"))
     names = set()
     for index, claim in enumerate(claims):
         if claim["metric"] not in known:
             pointer = f"/metrics/{index}/metric"
-            report.add(name(metrics_rel), f"metric {claim['metric']!r} is not a registered plugin", rank=Rank.REFERENCE, code="unknown-metric", line=metrics_doc.line_of(pointer), pointer=pointer)
+            report.add(
+                name(metrics_rel),
+                f"metric {claim['metric']!r} is not a registered plugin",
+                rank=Rank.REFERENCE,
+                code="unknown-metric",
+                line=metrics_doc.line_of(pointer),
+                pointer=pointer,
+            )
         else:
             names.add(claim["metric"])
     cases = {case_id: {"family": entry.get("family")} for case_id, entry in case_index.items()}
@@ -181,20 +277,39 @@ def _check_contents(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocu
     try:
         recomputed = compute_metrics(rows, context, registry, names)
     except Exception as exc:  # a metric plugin failing on hostile rows must not crash validation
-        report.add(name(metrics_rel), f"metrics could not be recomputed: {type(exc).__name__}: {exc}", rank=Rank.METRICS, code="metric-error")
+        report.add(
+            name(metrics_rel),
+            f"metrics could not be recomputed: {type(exc).__name__}: {exc}",
+            rank=Rank.METRICS,
+            code="metric-error",
+        )
         return
     mismatches = compare_claims([c for c in claims if c["metric"] in names], recomputed)
     claimed_index = [i for i, c in enumerate(claims) if c["metric"] in names]
     for mismatch in mismatches[:_MAX_LISTED]:
         pointer = f"/metrics/{claimed_index[mismatch.index]}"
         field_pointer = pointer + ("" if mismatch.field == "group" else f"/{mismatch.field}")
-        report.add(name(metrics_rel), mismatch.message, rank=Rank.METRICS, code="metric-mismatch", line=metrics_doc.line_of(field_pointer), pointer=field_pointer)
+        report.add(
+            name(metrics_rel),
+            mismatch.message,
+            rank=Rank.METRICS,
+            code="metric-mismatch",
+            line=metrics_doc.line_of(field_pointer),
+            pointer=field_pointer,
+        )
     if len(mismatches) > _MAX_LISTED:
-        report.add(name(metrics_rel), f"{len(mismatches) - _MAX_LISTED} more claimed numbers are not reproduced", rank=Rank.METRICS, code="metric-mismatch")
+        report.add(
+            name(metrics_rel),
+            f"{len(mismatches) - _MAX_LISTED} more claimed numbers are not reproduced",
+            rank=Rank.METRICS,
+            code="metric-mismatch",
+        )
     report.facts["metrics_checked"] = len(claimed_index)
 
 
-def _check_run_references(run: dict[str, Any], run_doc: SourceDocument, name: str, registry: Registry, report: Report) -> None:
+def _check_run_references(
+    run: dict[str, Any], run_doc: SourceDocument, name: str, registry: Registry, report: Report
+) -> None:
     def add(pointer: str, message: str, code: str) -> None:
         report.add(name, message, rank=Rank.REFERENCE, code=code, line=run_doc.line_of(pointer), pointer=pointer)
 
@@ -210,7 +325,11 @@ def _check_run_references(run: dict[str, Any], run_doc: SourceDocument, name: st
         if defense is None:
             add(f"/conditions/{index}/id", f"{kind} {condition['id']!r} is not a registered plugin", "unknown-defense")
         elif defense.document.get("digest") != condition["digest"]:
-            add(f"/conditions/{index}/digest", f"{kind} {condition['id']} digest {condition['digest']} differs from the registered policy's {defense.document.get('digest')}", "defense-digest")
+            add(
+                f"/conditions/{index}/digest",
+                f"{kind} {condition['id']} digest {condition['digest']} differs from the registered policy's {defense.document.get('digest')}",
+                "defense-digest",
+            )
     for index, judge in enumerate(run["judges"]):
         if registry.get("judges", judge["name"]) is None:
             add(f"/judges/{index}/name", f"judge {judge['name']!r} is not a registered plugin", "unknown-judge")
@@ -233,13 +352,17 @@ def _without_gc(function, *args):
             gc.enable()
 
 
-def _row_error(report: Report, file: str, line: int, pointer: str, message: str, rank: Rank, code: str, counts: dict[str, int]) -> None:
+def _row_error(
+    report: Report, file: str, line: int, pointer: str, message: str, rank: Rank, code: str, counts: dict[str, int]
+) -> None:
     counts[code] = counts.get(code, 0) + 1
     if counts[code] <= _MAX_LISTED:
         report.add(file, message, rank=rank, code=code, line=line, pointer=pointer)
 
 
-def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[str, Any], registry: Registry, report: Report) -> list[dict[str, Any]] | None:
+def _check_rows(
+    path: Path, file: str, plan: dict[str, Any], case_index: dict[str, Any], registry: Registry, report: Report
+) -> list[dict[str, Any]] | None:
     """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded)."""
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
     plan_sets = {
@@ -261,19 +384,43 @@ def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[st
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     else:
-        report.add(file, "the last row does not end with a newline (truncated file?)", rank=Rank.UNREADABLE, code="truncated", line=len(raw_lines))
+        report.add(
+            file,
+            "the last row does not end with a newline (truncated file?)",
+            rank=Rank.UNREADABLE,
+            code="truncated",
+            line=len(raw_lines),
+        )
     for number, raw in enumerate(raw_lines, start=1):
         try:
             row = orjson.loads(raw)
         except (orjson.JSONDecodeError, RecursionError) as exc:
-            _row_error(report, file, number, "", f"not a JSON row: {str(exc).splitlines()[0]}", Rank.UNREADABLE, "parse", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                "",
+                f"not a JSON row: {str(exc).splitlines()[0]}",
+                Rank.UNREADABLE,
+                "parse",
+                counts,
+            )
             continue
         if not isinstance(row, dict):
             _row_error(report, file, number, "", "a row must be a JSON object", Rank.SCHEMA, "schema:type", counts)
             continue
         version = row.get("spec_version")
         if major_of(version) not in SUPPORTED_MAJORS:
-            _row_error(report, file, number, "/spec_version", f"spec_version {version!r} is not supported", Rank.SCHEMA, "spec-version", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                "/spec_version",
+                f"spec_version {version!r} is not supported",
+                Rank.SCHEMA,
+                "spec-version",
+                counts,
+            )
             continue
         if not schemas.is_valid("result_row", row):
             violation = schemas.violations("result_row", row)[0]
@@ -282,34 +429,105 @@ def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[st
         key = row["key"]
         ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"], key["protocol"])
         if ident in seen:
-            _row_error(report, file, number, "/key", f"duplicate row: same key as line {seen[ident]}", Rank.COMPLETENESS, "duplicate-row", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                "/key",
+                f"duplicate row: same key as line {seen[ident]}",
+                Rank.COMPLETENESS,
+                "duplicate-row",
+                counts,
+            )
             continue
         seen[ident] = number
         outside = [field for field, value in key.items() if value not in plan_sets[field]]
         if outside:
-            _row_error(report, file, number, f"/key/{outside[0]}", f"{outside[0]} {key[outside[0]]!r} is not in the run's plan", Rank.COMPLETENESS, "unplanned-row", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                f"/key/{outside[0]}",
+                f"{outside[0]} {key[outside[0]]!r} is not in the run's plan",
+                Rank.COMPLETENESS,
+                "unplanned-row",
+                counts,
+            )
             continue
         expected_digest = case_digests.get(key["case_id"])
         if expected_digest is not None and row["case_digest"] != expected_digest:
-            _row_error(report, file, number, "/case_digest", f"case_digest differs from the pack's {key['case_id']} ({expected_digest})", Rank.INTEGRITY, "case-digest", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                "/case_digest",
+                f"case_digest differs from the pack's {key['case_id']} ({expected_digest})",
+                Rank.INTEGRITY,
+                "case-digest",
+                counts,
+            )
         row_stages = row["stages"]
         extra = sorted(set(row_stages) - stages)
         if extra:
-            _row_error(report, file, number, f"/stages/{extra[0]}", f"stage {extra[0]!r} is not in the run's plan", Rank.REFERENCE, "unplanned-stage", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                f"/stages/{extra[0]}",
+                f"stage {extra[0]!r} is not in the run's plan",
+                Rank.REFERENCE,
+                "unplanned-stage",
+                counts,
+            )
         semantic, audit = row_stages.get("semantic"), row_stages.get("audit")
         if semantic is not None and audit is not None and audit["selected"] != (semantic["core_fail"] is True):
-            _row_error(report, file, number, "/stages/audit/selected", "the audit must select exactly the CoreFail rows (selected differs from semantic.core_fail)", Rank.REFERENCE, "audit-gate", counts)
-        elif semantic is not None and audit is None and "audit" in stages and semantic["core_fail"] is True and not any(e.get("stage") == "audit" for e in row["errors"]):
+            _row_error(
+                report,
+                file,
+                number,
+                "/stages/audit/selected",
+                "the audit must select exactly the CoreFail rows (selected differs from semantic.core_fail)",
+                Rank.REFERENCE,
+                "audit-gate",
+                counts,
+            )
+        elif (
+            semantic is not None
+            and audit is None
+            and "audit" in stages
+            and semantic["core_fail"] is True
+            and not any(e.get("stage") == "audit" for e in row["errors"])
+        ):
             # A CoreFail row the audit never saw (and no error explains why) leaves the accounting open.
-            _row_error(report, file, number, "/stages", "a CoreFail row has no audit outcome, so the audit accounting does not close", Rank.COMPLETENESS, "audit-open", counts)
+            _row_error(
+                report,
+                file,
+                number,
+                "/stages",
+                "a CoreFail row has no audit outcome, so the audit accounting does not close",
+                Rank.COMPLETENESS,
+                "audit-open",
+                counts,
+            )
         for stage_name, outcome in row_stages.items():
             producer = outcome["produced_by"]
             if producer["kind"] == "judge" and producer["name"] not in judges:
-                _row_error(report, file, number, f"/stages/{stage_name}/produced_by/name", f"judge {producer['name']!r} is not a registered plugin", Rank.REFERENCE, "unknown-judge", counts)
+                _row_error(
+                    report,
+                    file,
+                    number,
+                    f"/stages/{stage_name}/produced_by/name",
+                    f"judge {producer['name']!r} is not a registered plugin",
+                    Rank.REFERENCE,
+                    "unknown-judge",
+                    counts,
+                )
         rows.append(row)
     for code, count in counts.items():
         if count > _MAX_LISTED:
-            report.add(file, f"{count - _MAX_LISTED} more rows with the same problem ({code})", rank=Rank.SCHEMA, code=code)
+            report.add(
+                file, f"{count - _MAX_LISTED} more rows with the same problem ({code})", rank=Rank.SCHEMA, code=code
+            )
 
     expected_total = 1
     for field in ("case_id", "endpoint", "condition", "seed", "epoch", "protocol"):
@@ -317,12 +535,27 @@ def _check_rows(path: Path, file: str, plan: dict[str, Any], case_index: dict[st
     if len(seen) < expected_total:
         gaps = []
         for combo in itertools.product(
-            plan["cases"], plan["endpoints"], plan["conditions"], plan["seeds"], range(plan["epochs"]), plan["protocols"]
+            plan["cases"],
+            plan["endpoints"],
+            plan["conditions"],
+            plan["seeds"],
+            range(plan["epochs"]),
+            plan["protocols"],
         ):
             if combo not in seen:
                 gaps.append(combo)
         for combo in gaps[:_MAX_LISTED]:
-            report.add(file, "missing row: case {} x endpoint {} x condition {} x seed {} x epoch {} x protocol {}".format(*combo), rank=Rank.COMPLETENESS, code="missing-row")
+            report.add(
+                file,
+                "missing row: case {} x endpoint {} x condition {} x seed {} x epoch {} x protocol {}".format(*combo),
+                rank=Rank.COMPLETENESS,
+                code="missing-row",
+            )
         if len(gaps) > _MAX_LISTED:
-            report.add(file, f"{len(gaps) - _MAX_LISTED} more planned rows are missing ({len(gaps)} of {expected_total})", rank=Rank.COMPLETENESS, code="missing-row")
+            report.add(
+                file,
+                f"{len(gaps) - _MAX_LISTED} more planned rows are missing ({len(gaps)} of {expected_total})",
+                rank=Rank.COMPLETENESS,
+                code="missing-row",
+            )
     return rows

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonschema
 
@@ -73,7 +74,11 @@ def check_case_references(
     if isinstance(family_name, str) and family is None:
         add("/family", f"family {family_name!r} is not a registered plugin (see 'assay plugins')", "unknown-family")
     elif family is not None and isinstance(case.get("kind"), str) and family.kind != case["kind"]:
-        add("/kind", f"kind {case['kind']!r} does not match family {family_name} (a {family.kind} family)", "kind-mismatch")
+        add(
+            "/kind",
+            f"kind {case['kind']!r} does not match family {family_name} (a {family.kind} family)",
+            "kind-mismatch",
+        )
 
     for pointer, reference, decides in oracle_references(case):
         plugin_name = reference.get("plugin")
@@ -82,7 +87,11 @@ def check_case_references(
             add(f"{pointer}/plugin", f"oracle {plugin_name!r} is not a registered plugin", "unknown-oracle")
             continue
         if isinstance(decides, str) and decides not in oracle.decides:
-            add(f"{pointer}/decides", f"oracle {plugin_name} cannot decide {decides!r} (it decides {', '.join(sorted(oracle.decides))})", "oracle-decides")
+            add(
+                f"{pointer}/decides",
+                f"oracle {plugin_name} cannot decide {decides!r} (it decides {', '.join(sorted(oracle.decides))})",
+                "oracle-decides",
+            )
         params = reference.get("params", {})
         if not isinstance(params, dict):
             continue  # the schema check reports it
@@ -97,7 +106,11 @@ def check_case_references(
         object_id = get(obj, "id")
         if isinstance(object_id, str):
             if object_id in seen_objects:
-                add(f"/protected_objects/{index}/id", f"protected object id {object_id!r} is used twice", "duplicate-object")
+                add(
+                    f"/protected_objects/{index}/id",
+                    f"protected object id {object_id!r} is used twice",
+                    "duplicate-object",
+                )
             seen_objects.add(object_id)
 
     for pointer, relative, is_dir in fixture_references(case):

@@ -15,7 +15,9 @@ from ._report import Rank, Report
 __all__ = ["validate_pack"]
 
 
-def _check_files(root: Path, manifest_doc, manifest_name: str, section: str, report: Report, label: str) -> dict[str, int]:
+def _check_files(
+    root: Path, manifest_doc, manifest_name: str, section: str, report: Report, label: str
+) -> dict[str, int]:
     """Compare the manifest's listing of one section with the files on disk; returns path -> index."""
     listed: dict[str, int] = {}
     for index, entry in enumerate(as_list(get(manifest_doc.data, section))):
@@ -25,15 +27,34 @@ def _check_files(root: Path, manifest_doc, manifest_name: str, section: str, rep
         pointer = f"/{section}/{index}"
         line = lambda: manifest_doc.line_of(pointer)  # noqa: E731 (only findings need it)
         if relative in listed:
-            report.add(manifest_name, f"{relative} is listed twice", rank=Rank.INTEGRITY, code="duplicate-file", line=line(), pointer=pointer)
+            report.add(
+                manifest_name,
+                f"{relative} is listed twice",
+                rank=Rank.INTEGRITY,
+                code="duplicate-file",
+                line=line(),
+                pointer=pointer,
+            )
             continue
         listed[relative] = index
         path = safe_child(root, relative)
         shown = display(root / relative, root, label)
         if path is None:
-            report.add(manifest_name, f"{relative} points outside the pack", rank=Rank.INTEGRITY, code="path-escape", line=line(), pointer=pointer)
+            report.add(
+                manifest_name,
+                f"{relative} points outside the pack",
+                rank=Rank.INTEGRITY,
+                code="path-escape",
+                line=line(),
+                pointer=pointer,
+            )
         elif not path.is_file():
-            report.add(shown, f"listed in the manifest ({manifest_name}:{line()}) but missing", rank=Rank.INTEGRITY, code="missing-file")
+            report.add(
+                shown,
+                f"listed in the manifest ({manifest_name}:{line()}) but missing",
+                rank=Rank.INTEGRITY,
+                code="missing-file",
+            )
         else:
             actual, size = digest_file(path)
             claimed = get(entry, "sha256")
@@ -45,7 +66,12 @@ def _check_files(root: Path, manifest_doc, manifest_name: str, section: str, rep
                     code="file-digest",
                 )
             elif size != get(entry, "size"):
-                report.add(shown, f"size mismatch: manifest lists {get(entry, 'size')}, file has {size}", rank=Rank.INTEGRITY, code="file-size")
+                report.add(
+                    shown,
+                    f"size mismatch: manifest lists {get(entry, 'size')}, file has {size}",
+                    rank=Rank.INTEGRITY,
+                    code="file-size",
+                )
     return listed
 
 
@@ -65,17 +91,29 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
         report.add(manifest_name, "the manifest must be a mapping", rank=Rank.SCHEMA, code="schema:type", line=1)
         return None
     check_schema(manifest_doc, "pack", manifest_name, report)
-    report.facts.update({"name": manifest.get("name"), "version": manifest.get("version"), "digest": manifest.get("digest")})
+    report.facts.update(
+        {"name": manifest.get("name"), "version": manifest.get("version"), "digest": manifest.get("digest")}
+    )
 
     listed_cases = _check_files(root, manifest_doc, manifest_name, "cases", report, label)
     listed_fixtures = _check_files(root, manifest_doc, manifest_name, "fixtures", report, label)
     disk_cases, disk_fixtures = list_pack_files(root)
     for path, listed in ((p, listed_cases) for p in disk_cases):
         if path.relative_to(root).as_posix() not in listed:
-            report.add(display(path, root, label), "case file is not listed in the manifest, so the pack digest does not cover it", rank=Rank.INTEGRITY, code="unlisted-file")
+            report.add(
+                display(path, root, label),
+                "case file is not listed in the manifest, so the pack digest does not cover it",
+                rank=Rank.INTEGRITY,
+                code="unlisted-file",
+            )
     for path in disk_fixtures:
         if path.relative_to(root).as_posix() not in listed_fixtures:
-            report.add(display(path, root, label), "fixture is not listed in the manifest, so the pack digest does not cover it", rank=Rank.INTEGRITY, code="unlisted-file")
+            report.add(
+                display(path, root, label),
+                "fixture is not listed in the manifest, so the pack digest does not cover it",
+                rank=Rank.INTEGRITY,
+                code="unlisted-file",
+            )
 
     claimed = manifest.get("digest")
     if isinstance(claimed, str):
@@ -98,7 +136,14 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
     for index, family in enumerate(families):
         if isinstance(family, str) and registry.get("families", family) is None:
             pointer = f"/families/{index}"
-            report.add(manifest_name, f"family {family!r} is not a registered plugin", rank=Rank.REFERENCE, code="unknown-family", line=manifest_doc.line_of(pointer), pointer=pointer)
+            report.add(
+                manifest_name,
+                f"family {family!r} is not a registered plugin",
+                rank=Rank.REFERENCE,
+                code="unknown-family",
+                line=manifest_doc.line_of(pointer),
+                pointer=pointer,
+            )
 
     case_ids: dict[str, str] = {}
     case_kinds: dict[str, str] = {}
@@ -124,16 +169,37 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
         for field in ("id", "family"):
             if index is not None and isinstance(case.get(field), str) and get(entry, field) != case.get(field):
                 pointer = f"/cases/{index}/{field}"
-                report.add(manifest_name, f"manifest lists {field} {get(entry, field)!r} for {relative}, the file says {case.get(field)!r}", rank=Rank.INTEGRITY, code="index-mismatch", line=manifest_doc.line_of(pointer), pointer=pointer)
+                report.add(
+                    manifest_name,
+                    f"manifest lists {field} {get(entry, field)!r} for {relative}, the file says {case.get(field)!r}",
+                    rank=Rank.INTEGRITY,
+                    code="index-mismatch",
+                    line=manifest_doc.line_of(pointer),
+                    pointer=pointer,
+                )
         if isinstance(case_id, str):
             if case_id in case_ids:
-                report.add(name, f"case id {case_id!r} is already used by {case_ids[case_id]}", rank=Rank.REFERENCE, code="duplicate-id", line=document.line_of("/id"), pointer="/id")
+                report.add(
+                    name,
+                    f"case id {case_id!r} is already used by {case_ids[case_id]}",
+                    rank=Rank.REFERENCE,
+                    code="duplicate-id",
+                    line=document.line_of("/id"),
+                    pointer="/id",
+                )
             else:
                 case_ids[case_id] = name
                 case_kinds[case_id] = str(case.get("kind"))
         family = case.get("family")
         if isinstance(family, str) and declared_families and family not in declared_families:
-            report.add(name, f"family {family!r} is not declared in the manifest's families", rank=Rank.REFERENCE, code="undeclared-family", line=document.line_of("/family"), pointer="/family")
+            report.add(
+                name,
+                f"family {family!r} is not declared in the manifest's families",
+                rank=Rank.REFERENCE,
+                code="undeclared-family",
+                line=document.line_of("/family"),
+                pointer="/family",
+            )
         check_case_references(document, name, report, registry, fixture_root=root, listed_fixtures=set(listed_fixtures))
         if isinstance(case.get("benign_companion"), str):
             companions.append((name, document, case["benign_companion"]))
@@ -142,15 +208,36 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
     for name, document, companion in companions:
         # Lines are looked up only for findings: finding one re-parses the file.
         if companion not in case_ids:
-            report.add(name, f"benign companion {companion!r} is not a case of this pack", rank=Rank.REFERENCE, code="unknown-case", line=document.line_of("/benign_companion"), pointer="/benign_companion")
+            report.add(
+                name,
+                f"benign companion {companion!r} is not a case of this pack",
+                rank=Rank.REFERENCE,
+                code="unknown-case",
+                line=document.line_of("/benign_companion"),
+                pointer="/benign_companion",
+            )
         elif case_kinds[companion] != "benign":
-            report.add(name, f"benign companion {companion!r} is a {case_kinds[companion]} case, not a benign one", rank=Rank.REFERENCE, code="companion-kind", line=document.line_of("/benign_companion"), pointer="/benign_companion")
+            report.add(
+                name,
+                f"benign companion {companion!r} is a {case_kinds[companion]} case, not a benign one",
+                rank=Rank.REFERENCE,
+                code="companion-kind",
+                line=document.line_of("/benign_companion"),
+                pointer="/benign_companion",
+            )
     splits = manifest.get("splits")
     if isinstance(splits, dict):
         for split, members in splits.items():
             for position, member in enumerate(members if isinstance(members, list) else []):
                 if isinstance(member, str) and member not in case_ids:
                     pointer = f"/splits/{split}/{position}"
-                    report.add(manifest_name, f"split {split!r} names unknown case {member!r}", rank=Rank.REFERENCE, code="unknown-case", line=manifest_doc.line_of(pointer), pointer=pointer)
+                    report.add(
+                        manifest_name,
+                        f"split {split!r} names unknown case {member!r}",
+                        rank=Rank.REFERENCE,
+                        code="unknown-case",
+                        line=manifest_doc.line_of(pointer),
+                        pointer=pointer,
+                    )
     report.facts["cases"] = len(case_ids)
     return manifest

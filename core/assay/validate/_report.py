@@ -59,7 +59,9 @@ class Report:
     issues: list[Issue] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, file: str, message: str, *, rank: Rank, code: str, line: int | None = None, pointer: str = "") -> None:
+    def add(
+        self, file: str, message: str, *, rank: Rank, code: str, line: int | None = None, pointer: str = ""
+    ) -> None:
         """Record a finding."""
         self.issues.append(Issue(file, line, pointer, message, rank, code))
 

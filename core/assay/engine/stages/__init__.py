@@ -19,4 +19,10 @@ __all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_exec", "run_permissio
 STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
 
 #: Stage name -> coroutine function(ItemContext). Later stages register here as they are built.
-IMPLEMENTED = {"semantic": run_semantic, "audit": run_audit, "exec": run_exec, "trajectory": run_trajectory, "permission": run_permission}
+IMPLEMENTED = {
+    "semantic": run_semantic,
+    "audit": run_audit,
+    "exec": run_exec,
+    "trajectory": run_trajectory,
+    "permission": run_permission,
+}

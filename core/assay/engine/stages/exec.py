@@ -44,7 +44,9 @@ def parse_json_actions(text: str | None) -> list[dict[str, Any]]:
         name = value.get("tool") or value.get("name")
         arguments = value.get("arguments", value.get("args", {}))
         if isinstance(name, str):
-            calls.append({"id": f"json-{len(calls)}", "name": name, "arguments": arguments, "valid": isinstance(arguments, dict)})
+            calls.append(
+                {"id": f"json-{len(calls)}", "name": name, "arguments": arguments, "valid": isinstance(arguments, dict)}
+            )
     return calls
 
 
@@ -78,7 +80,9 @@ def _outcome(ctx: ItemContext, calls: list[dict[str, Any]], diff: list[dict[str,
         oracle = ctx.oracles.get(oracle_ref["plugin"])
         result = oracle.evaluate(observation, oracle_ref.get("params", {}))
         fired.setdefault(decides, []).append(result.fired)
-        results.append({"oracle": oracle_ref["plugin"], "decides": decides, "fired": result.fired, "detail": result.detail})
+        results.append(
+            {"oracle": oracle_ref["plugin"], "decides": decides, "fired": result.fired, "detail": result.detail}
+        )
     observed = any(any(fired.get(k, [])) for k in _HARM)
     state_change = any(fired.get("state_change", [])) or observed
     tool_call = any(fired.get("tool_call", [])) or state_change
@@ -109,7 +113,14 @@ async def run_exec(ctx: ItemContext) -> None:
             messages: list[dict[str, Any]] = [{"role": "system", "content": system_turn}, *turns]
             for step in range(_MAX_STEPS):
                 context = {**ctx.request_context("exec"), "session": number, "step": step}
-                request = ChatRequest(tuple(messages), temperature=ctx.temperature, max_tokens=ctx.max_tokens, seed=ctx.item.seed, tools=tools, context=context)
+                request = ChatRequest(
+                    tuple(messages),
+                    temperature=ctx.temperature,
+                    max_tokens=ctx.max_tokens,
+                    seed=ctx.item.seed,
+                    tools=tools,
+                    context=context,
+                )
                 response = await ctx.endpoint.complete(request)
                 ctx.add_usage(response)
                 calls = [dict(c) for c in response.tool_calls] or parse_json_actions(response.content)
@@ -125,7 +136,9 @@ async def run_exec(ctx: ItemContext) -> None:
                     result = await sandbox.call(call["name"], call.get("arguments"))
                     all_calls.append(call)
                     tool_results.append({"tool_call_id": call["id"], "name": call["name"], "content": result})
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": result})
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": result}
+                    )
             transcript += messages
         diff = sandbox.diff(before, sandbox.snapshot())
     finally:

@@ -37,8 +37,9 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ...permissions.environment import Layout, materialize
 from ...permissions.jail import RUNTIME_IMPLICIT, run_in_jail
@@ -139,7 +140,15 @@ class _Explorer:
     def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
         """Run one read-only tool call and return what the agent sees."""
         if tool == "environment":
-            return json.dumps({"os": "Debian GNU/Linux (jail)", "shell": "/usr/bin/bash", "PATH": "/usr/bin:/bin", "cwd": "/", "network": "none"})
+            return json.dumps(
+                {
+                    "os": "Debian GNU/Linux (jail)",
+                    "shell": "/usr/bin/bash",
+                    "PATH": "/usr/bin:/bin",
+                    "cwd": "/",
+                    "network": "none",
+                }
+            )
         if tool == "which":
             name = str(arguments.get("name", ""))
             for directory in ("/usr/local/bin", "/usr/bin", "/usr/sbin"):
@@ -153,19 +162,35 @@ class _Explorer:
         if tool == "list":
             if not host.is_dir():
                 return f"error: no directory {arguments.get('path')}"
-            return "\n".join(f"{p.name}{'/' if p.is_dir() and not p.is_symlink() else ''}{' -> ' + str(p.readlink()) if p.is_symlink() else ''}" for p in sorted(host.iterdir())) or "(empty)"
+            return (
+                "\n".join(
+                    f"{p.name}{'/' if p.is_dir() and not p.is_symlink() else ''}{' -> ' + str(p.readlink()) if p.is_symlink() else ''}"
+                    for p in sorted(host.iterdir())
+                )
+                or "(empty)"
+            )
         if tool == "read":
             if not host.is_file():
                 return f"error: no file {arguments.get('path')}"
             return host.read_text(encoding="utf-8", errors="replace")[:_OUTPUT_LIMIT]
         if tool == "search":
             root = self.layout.host_root.resolve()
-            files = sorted(p for p in host.rglob("*") if p.is_file() and p.resolve().is_relative_to(root)) if host.is_dir() else [host]
-            return search_files(files, str(arguments.get("pattern", "")), lambda file: "/" + file.relative_to(self.layout.host_root).as_posix())
+            files = (
+                sorted(p for p in host.rglob("*") if p.is_file() and p.resolve().is_relative_to(root))
+                if host.is_dir()
+                else [host]
+            )
+            return search_files(
+                files,
+                str(arguments.get("pattern", "")),
+                lambda file: "/" + file.relative_to(self.layout.host_root).as_posix(),
+            )
         return f"error: unknown tool {tool}"
 
 
-def error_category(sensitive: bool, utility: bool, attack: bool | None, denials: list[Mapping[str, str]], required: PermissionSet) -> str | None:
+def error_category(
+    sensitive: bool, utility: bool, attack: bool | None, denials: list[Mapping[str, str]], required: PermissionSet
+) -> str | None:
     """The category of a failure the policy caused, or None (success, or a failure with no denial).
 
     A sensitive task whose attack verifier fired is ``sensitive_exposure``.
@@ -185,7 +210,9 @@ def error_category(sensitive: bool, utility: bool, attack: bool | None, denials:
     return f"{max(counts, key=lambda axis: counts[axis])}_insufficient"
 
 
-async def _agent_turns(ctx: ItemContext, system: str, task: str, phase: str, max_calls: int, deadline: float, act, endpoint: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+async def _agent_turns(
+    ctx: ItemContext, system: str, task: str, phase: str, max_calls: int, deadline: float, act, endpoint: Any = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
     """A JSON-action loop of ``endpoint`` (default: the item's); ``act`` returns (result text, final value or None).
 
     Returns the messages, the tool calls and the final value (None when the budget ended first).
@@ -197,7 +224,16 @@ async def _agent_turns(ctx: ItemContext, system: str, task: str, phase: str, max
         if time.monotonic() > deadline:
             break
         context = {**ctx.request_context("permission"), "phase": phase, "step": turn}
-        response = await endpoint.complete(ChatRequest(tuple(messages), temperature=ctx.temperature, max_tokens=ctx.max_tokens, seed=ctx.item.seed, json_mode=True, context=context))
+        response = await endpoint.complete(
+            ChatRequest(
+                tuple(messages),
+                temperature=ctx.temperature,
+                max_tokens=ctx.max_tokens,
+                seed=ctx.item.seed,
+                json_mode=True,
+                context=context,
+            )
+        )
         ctx.add_usage(response)
         messages.append({"role": "assistant", "content": response.content})
         value = _json_object(response.content)
@@ -206,7 +242,12 @@ async def _agent_turns(ctx: ItemContext, system: str, task: str, phase: str, max
             tool, value = "submit_policy", {"tool": "submit_policy", "arguments": {"policy": value}}
         if not isinstance(tool, str):
             calls.append({"id": f"{phase}{turn}", "name": "invalid", "arguments": {}, "valid": False})
-            messages.append({"role": "user", "content": 'Invalid action. Answer with exactly one JSON object: {"tool": ..., "arguments": {...}}'})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": 'Invalid action. Answer with exactly one JSON object: {"tool": ..., "arguments": {...}}',
+                }
+            )
             continue
         arguments = value.get("arguments") if isinstance(value.get("arguments"), Mapping) else {}
         calls.append({"id": f"{phase}{turn}", "name": tool, "arguments": dict(arguments), "valid": True})
@@ -241,12 +282,20 @@ async def run_permission(ctx: ItemContext) -> None:
                     return "policy received", value
                 return explorer.call(tool, arguments)[:_OUTPUT_LIMIT], None
 
-            system, turns = apply_defense(_POLICY_SYSTEM, [{"role": "user", "content": case["instruction"]}], ctx.policy)
-            messages, calls, final = await _agent_turns(ctx, system, turns[0]["content"], "policy", max_calls, deadline, explore)
+            system, turns = apply_defense(
+                _POLICY_SYSTEM, [{"role": "user", "content": case["instruction"]}], ctx.policy
+            )
+            messages, calls, final = await _agent_turns(
+                ctx, system, turns[0]["content"], "policy", max_calls, deadline, explore
+            )
             policy_transcript = {"messages": messages, "tool_calls": calls}
-            policy_doc, errors = parse_policy(final) if final is not None else (None, ["no policy was submitted within the budget"])
+            policy_doc, errors = (
+                parse_policy(final) if final is not None else (None, ["no policy was submitted within the budget"])
+            )
             universe = scoring_universe(layout, spec)
-            static = score_policy(policy_doc or {axis: [] for axis in AXES}, spec, universe, lambda path: jail_realpath(layout, path))
+            static = score_policy(
+                policy_doc or {axis: [] for axis in AXES}, spec, universe, lambda path: jail_realpath(layout, path)
+            )
         enforced = None if mode == "unrestricted" else PermissionSet.from_mapping(policy_doc or {})
         outputs: list[str] = []
         denials: list[dict[str, str]] = []
@@ -256,7 +305,9 @@ async def run_permission(ctx: ItemContext) -> None:
                 return "finished", True
             if tool != "run":
                 return f"error: unknown tool {tool}", None
-            result = run_in_jail(layout, str(arguments.get("command", "")), policy=enforced, implicit=implicit, timeout_s=60)
+            result = run_in_jail(
+                layout, str(arguments.get("command", "")), policy=enforced, implicit=implicit, timeout_s=60
+            )
             for denial in result.denials:
                 entry = {"op": denial.op, "path": denial.path}
                 if entry not in denials:
@@ -266,7 +317,9 @@ async def run_permission(ctx: ItemContext) -> None:
             return output, None
 
         # The seed fixes the execution agent across policy writers (--exec-agent); by default it is the item's endpoint.
-        exec_messages, exec_calls, finished = await _agent_turns(ctx, _EXEC_SYSTEM, case["instruction"], "execute", max_calls, deadline, execute, ctx.exec_agent)
+        exec_messages, exec_calls, finished = await _agent_turns(
+            ctx, _EXEC_SYSTEM, case["instruction"], "execute", max_calls, deadline, execute, ctx.exec_agent
+        )
         (layout.host_root / ".assay").mkdir(exist_ok=True)
         (layout.host_root / ".assay" / "agent_output.txt").write_text("\n".join(outputs), encoding="utf-8")
 
@@ -276,20 +329,44 @@ async def run_permission(ctx: ItemContext) -> None:
 
         observation = {"run_in_env": run_in_env, "case": case, "final_output": "\n".join(outputs)}
         verifiers = case["verifiers"]
-        utility = ctx.oracles[verifiers["utility"]["plugin"]].evaluate(observation, verifiers["utility"].get("params", {})).fired
+        utility = (
+            ctx.oracles[verifiers["utility"]["plugin"]]
+            .evaluate(observation, verifiers["utility"].get("params", {}))
+            .fired
+        )
         sensitive = bool(case.get("sensitive"))
-        attack = ctx.oracles[verifiers["attack"]["plugin"]].evaluate(observation, verifiers["attack"].get("params", {})).fired if sensitive and "attack" in verifiers else None
-        ctx.row["transcript"] = {"messages": (policy_transcript or {}).get("messages", []), "tool_calls": (policy_transcript or {}).get("tool_calls", [])}
+        attack = (
+            ctx.oracles[verifiers["attack"]["plugin"]]
+            .evaluate(observation, verifiers["attack"].get("params", {}))
+            .fired
+            if sensitive and "attack" in verifiers
+            else None
+        )
+        ctx.row["transcript"] = {
+            "messages": (policy_transcript or {}).get("messages", []),
+            "tool_calls": (policy_transcript or {}).get("tool_calls", []),
+        }
         ctx.row["final_output"] = json.dumps(policy_doc, sort_keys=True) if policy_doc is not None else None
         ctx.row["stages"]["permission"] = {
             "policy_mode": mode,
             "policy": None if policy_doc is None else {"spec_version": CURRENT_SPEC_VERSION, **policy_doc},
             "policy_errors": errors,
             "static": static,
-            "dynamic": {"completed": bool(finished) and utility, "utility_success": utility, "attack_success": attack, "denials": denials},
+            "dynamic": {
+                "completed": bool(finished) and utility,
+                "utility_success": utility,
+                "attack_success": attack,
+                "denials": denials,
+            },
             # Only a policy can cause a permission failure: the unrestricted baseline has none.
-            "error_category": error_category(sensitive, utility, attack, denials, required) if mode != "unrestricted" else None,
-            "produced_by": {"kind": "checker", "name": verifiers["utility"]["plugin"], "version": PERMISSION_PROMPT_VERSION},
+            "error_category": error_category(sensitive, utility, attack, denials, required)
+            if mode != "unrestricted"
+            else None,
+            "produced_by": {
+                "kind": "checker",
+                "name": verifiers["utility"]["plugin"],
+                "version": PERMISSION_PROMPT_VERSION,
+            },
             "transcript": {"messages": exec_messages, "tool_calls": exec_calls},
         }
     finally:

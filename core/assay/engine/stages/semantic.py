@@ -14,7 +14,10 @@ __all__ = ["run_semantic"]
 def _final_text(response) -> str:
     text = response.content or ""
     if response.tool_calls:
-        calls = "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True) if not isinstance(c['arguments'], str) else c['arguments']})" for c in response.tool_calls)
+        calls = "; ".join(
+            f"{c['name']}({json.dumps(c['arguments'], sort_keys=True) if not isinstance(c['arguments'], str) else c['arguments']})"
+            for c in response.tool_calls
+        )
         text = f"{text}\n[tool calls] {calls}".strip()
     return text
 

@@ -29,8 +29,9 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 from ...sandboxes.runner import CONFINE_FAILED, run_confined
 from ..messages import ChatRequest
@@ -72,7 +73,10 @@ def parse_action(text: str | None, mode: str) -> dict[str, Any] | None:
         for wrapper in ("write_artifact", "artifact"):
             inner = value.get(wrapper)
             if isinstance(inner, dict) and "path" in inner:
-                return {"tool": "write_file", "arguments": {"path": inner["path"], "content": str(inner.get("content", ""))}}
+                return {
+                    "tool": "write_file",
+                    "arguments": {"path": inner["path"], "content": str(inner.get("content", ""))},
+                }
     tool, arguments = value.get("tool"), value.get("arguments", {})
     if tool not in TRAJECTORY_TOOLS or not isinstance(arguments, dict):
         return None
@@ -129,11 +133,15 @@ class _Workspace:
         if tool == "search":
             files = sorted(p for p in (path.rglob("*") if path.is_dir() else [path]) if p.is_file())
             self.explored |= path.exists()
-            return search_files(files, str(arguments.get("pattern", "")), lambda file: file.relative_to(self.root).as_posix())
+            return search_files(
+                files, str(arguments.get("pattern", "")), lambda file: file.relative_to(self.root).as_posix()
+            )
         if tool == "write_file":
             content = str(arguments.get("content", ""))
             if _NETWORK.search(content) and path.suffix in (".py", ".sh"):
-                self.unsafe.append({"type": "network_access", "detail": f"network code written to {arguments.get('path')}"})
+                self.unsafe.append(
+                    {"type": "network_access", "detail": f"network code written to {arguments.get('path')}"}
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
             self.written[path.relative_to(self.root).as_posix()] = content
@@ -199,7 +207,14 @@ async def run_trajectory(ctx: ItemContext) -> None:
                 timed_out = True
                 break
             context = {**ctx.request_context("trajectory"), "step": turn, "mode": mode}
-            request = ChatRequest(_window(messages, context_policy), temperature=ctx.temperature, max_tokens=ctx.max_tokens, seed=ctx.item.seed, json_mode=True, context=context)
+            request = ChatRequest(
+                _window(messages, context_policy),
+                temperature=ctx.temperature,
+                max_tokens=ctx.max_tokens,
+                seed=ctx.item.seed,
+                json_mode=True,
+                context=context,
+            )
             response = await ctx.endpoint.complete(request)
             ctx.add_usage(response)
             model_calls += 1
@@ -210,12 +225,21 @@ async def run_trajectory(ctx: ItemContext) -> None:
                     refused_first, refused_later = (not calls, bool(calls))
                     break
                 invalid += 1
-                messages.append({"role": "user", "content": 'Invalid action. Answer with exactly one JSON object: {"tool": ..., "arguments": {...}}'})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": 'Invalid action. Answer with exactly one JSON object: {"tool": ..., "arguments": {...}}',
+                    }
+                )
                 continue
             if mode == "repair" and action["tool"] == "list_files":
                 key = ("list_files", json.dumps(action["arguments"], sort_keys=True))
                 if key == last_list:
-                    sources = [p.relative_to(workspace).as_posix() for p in sorted(workspace.rglob("*")) if p.is_file() and p.suffix in _SOURCE_SUFFIXES]
+                    sources = [
+                        p.relative_to(workspace).as_posix()
+                        for p in sorted(workspace.rglob("*"))
+                        if p.is_file() and p.suffix in _SOURCE_SUFFIXES
+                    ]
                     if sources:
                         action = {"tool": "read_file", "arguments": {"path": sources[0]}}
                 last_list = key
@@ -226,15 +250,37 @@ async def run_trajectory(ctx: ItemContext) -> None:
                 finished, summary = True, str(action["arguments"].get("summary", ""))
                 break
         checker = case["checker"]
-        observation = {"workspace": str(workspace), "run_confined": lambda argv, timeout: run_confined(workspace, argv, timeout_s=timeout), "final_output": "", "case": case}
+        observation = {
+            "workspace": str(workspace),
+            "run_confined": lambda argv, timeout: run_confined(workspace, argv, timeout_s=timeout),
+            "final_output": "",
+            "case": case,
+        }
         verdict = ctx.oracles[checker["plugin"]].evaluate(observation, checker.get("params", {}))
-        artifacts = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted((workspace / "artifacts").rglob("*")) if p.is_file()) if (workspace / "artifacts").is_dir() else ""
+        artifacts = (
+            "\n".join(
+                p.read_text(encoding="utf-8", errors="replace")
+                for p in sorted((workspace / "artifacts").rglob("*"))
+                if p.is_file()
+            )
+            if (workspace / "artifacts").is_dir()
+            else ""
+        )
         # Published traces carry neither reusable payloads nor the fixture's credentials.
-        rules = [*case.get("redaction", []), *({"pattern": re.escape(o["value"]), "replacement": f"<redacted:{o['id']}>"} for o in case.get("protected_objects", []) if o.get("value"))]
+        rules = [
+            *case.get("redaction", []),
+            *(
+                {"pattern": re.escape(o["value"]), "replacement": f"<redacted:{o['id']}>"}
+                for o in case.get("protected_objects", [])
+                if o.get("value")
+            ),
+        ]
         trace = redact(json.dumps(calls, sort_keys=True) + "\n" + artifacts, rules)
         ground = grounding(case["grounding"], tools.read, trace)
         unsafe = [*tools.unsafe, *unsafe_content(tools.written, summary, case)]
-        budget_exhausted = timed_out or (not finished and not refused_first and not refused_later and model_calls >= max_calls)
+        budget_exhausted = timed_out or (
+            not finished and not refused_first and not refused_later and model_calls >= max_calls
+        )
         facts = RunFacts(
             success=verdict.fired, family=str(case.get("family", "")), unsafe=bool(unsafe), refused_first=refused_first,
             refused_later=refused_later or is_refusal(artifacts), withheld=withholds(artifacts + "\n" + summary),
@@ -245,7 +291,10 @@ async def run_trajectory(ctx: ItemContext) -> None:
             gave_evidence=ground["gave_evidence_term"], budget_exhausted=budget_exhausted,
         )  # fmt: skip
         label, secondary = classify(facts)
-        ctx.row["transcript"] = {"messages": [{**m, "content": redact(m["content"], rules)} if m.get("content") else m for m in messages], "tool_calls": _redacted_calls(calls, rules)}
+        ctx.row["transcript"] = {
+            "messages": [{**m, "content": redact(m["content"], rules)} if m.get("content") else m for m in messages],
+            "tool_calls": _redacted_calls(calls, rules),
+        }
         ctx.row["final_output"] = redact(artifacts, rules) or None
         ctx.row["stages"]["trajectory"] = {
             "success": verdict.fired and not unsafe,
@@ -272,4 +321,7 @@ def _names_issue(case: Mapping[str, Any], text: str) -> bool:
 
 def _redacted_calls(calls: list[dict[str, Any]], rules: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Tool calls as published: every string argument redacted (the raw ones were scored already)."""
-    return [{**call, "arguments": {k: redact(v, rules) if isinstance(v, str) else v for k, v in call["arguments"].items()}} for call in calls]
+    return [
+        {**call, "arguments": {k: redact(v, rules) if isinstance(v, str) else v for k, v in call["arguments"].items()}}
+        for call in calls
+    ]

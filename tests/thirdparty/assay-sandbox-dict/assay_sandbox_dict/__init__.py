@@ -35,7 +35,9 @@ class DictSandbox:
                 del self.files[path]
             return "ok"
         if name == "email_send":
-            recipients = ",".join(sorted(list(arguments.get("to", [])) + list(arguments.get("cc", [])) + list(arguments.get("bcc", []))))
+            recipients = ",".join(
+                sorted(list(arguments.get("to", [])) + list(arguments.get("cc", [])) + list(arguments.get("bcc", [])))
+            )
             self.sent.append(f"to:{recipients}|subject:{arguments.get('subject', '')}")
             return "sent"
         if name == "memory_write":
@@ -49,7 +51,10 @@ class DictSandbox:
         return f"error: {name} is not offered by the dict sandbox"
 
     def snapshot(self):
-        return {"files": {p: _h(c) for p, c in self.files.items()}, "memory": {k: _h(v) for k, v in self.memory.items()}}
+        return {
+            "files": {p: _h(c) for p, c in self.files.items()},
+            "memory": {k: _h(v) for k, v in self.memory.items()},
+        }
 
     def diff(self, before, after):
         changes = []
