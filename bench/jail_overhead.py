@@ -74,7 +74,8 @@ def main() -> int:
     print(f"plain child process       {plain * 1000:8.1f} ms")
     print(f"jail, unrestricted        {free * 1000:8.1f} ms  ({free / plain:.1f}x plain)")
     print(
-        f"jail, enforced + traced   {enforced * 1000:8.1f} ms  ({enforced / plain:.1f}x plain; target < {TARGET_ENFORCED_S * 1000:.0f} ms: {'met' if enforced < TARGET_ENFORCED_S else 'MISSED'})"
+        f"jail, enforced + traced   {enforced * 1000:8.1f} ms  ({enforced / plain:.1f}x plain; "
+        f"target < {TARGET_ENFORCED_S * 1000:.0f} ms: {'met' if enforced < TARGET_ENFORCED_S else 'MISSED'})"
     )
     return 0 if enforced < TARGET_ENFORCED_S else 1
 

@@ -121,13 +121,15 @@ def main() -> int:
             peer.append(schema_only(rows_path))
         full_s, peer_s = statistics.median(full), statistics.median(peer)
         print(
-            f"bundle: {report.facts['rows']} rows, {size_mb:.1f} MB of rows, {report.facts['metrics_checked']} claimed numbers (built in {build_seconds:.1f} s)"
+            f"bundle: {report.facts['rows']} rows, {size_mb:.1f} MB of rows, "
+            f"{report.facts['metrics_checked']} claimed numbers (built in {build_seconds:.1f} s)"
         )
         print(f"full validation:  {full_s:.3f} s (median of {args.repeat})")
         print(f"schema-only pass: {peer_s:.3f} s (orjson + jsonschema-rs per row)")
         print(f"ratio full / schema-only: {full_s / peer_s:.2f}x")
         print(
-            f"target {TARGET_SECONDS:.1f} s: {'met' if full_s <= TARGET_SECONDS else 'MISSED'} ({full_s / TARGET_SECONDS:.2f} of budget)"
+            f"target {TARGET_SECONDS:.1f} s: {'met' if full_s <= TARGET_SECONDS else 'MISSED'} "
+            f"({full_s / TARGET_SECONDS:.2f} of budget)"
         )
     return 0
 

@@ -363,7 +363,7 @@ class SchemaPage:
             lines += [prose(schema["description"]), ""]
         table = self.table(schema)
         if table:
-            lines += table + [""]
+            lines += [*table, ""]
         elif self.type_of(schema) != "any" or not self.rules(schema):
             lines += [f"Type: {self.type_of(schema)}."]
             phrases = self.constraints(schema)
@@ -374,7 +374,7 @@ class SchemaPage:
             lines += [f"Other members: {self.type_of(schema['additionalProperties'])}.", ""]
         rules = self.rules(schema)
         if rules:
-            lines += ["Rules:", ""] + rules + [""]
+            lines += ["Rules:", "", *rules, ""]
         return lines
 
     # ---------------------------------------------------------------- the page
@@ -401,12 +401,12 @@ class SchemaPage:
                 note += "; `[]` stands for any array item" if "[]" in names else ""
                 note += "; `*` stands for any map key" if ".*." in names else ""
                 lines += [note + ".", ""]
-            lines += table + [""]
+            lines += [*table, ""]
             if schema.get("additionalProperties") is False:
                 lines += ["No other members are allowed.", ""]
         rules = self.rules(schema)
         if rules:
-            lines += ["## Rules", "", "Requirements the table cannot show:", ""] + rules + [""]
+            lines += ["## Rules", "", "Requirements the table cannot show:", "", *rules, ""]
         definitions = schema.get("$defs") or {}
         if definitions:
             lines += ["## Definitions", ""]

@@ -23,7 +23,7 @@ import pytest
 
 from assay.packs import Pack
 from assay.permissions.environment import materialize
-from assay.permissions.jail import landlock_available, run_in_jail
+from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.patterns import matches
 from assay.permissions.scoring import score_policy
@@ -35,15 +35,9 @@ SENSITIVE = sorted(case_id for case_id, case in CASES.items() if case["sensitive
 ENVIRONMENT_ROOTS = ("/srv/", "/opt/", "/home/", "/var/", "/workspace/")
 TIMEOUT_S = 60
 
-needs_jail = pytest.mark.skipif(
-    not landlock_available() or shutil.which("strace") is None, reason="needs Landlock and strace"
-)
 
-
-def test_pack_validates():
-    result = subprocess.run(
-        [sys.executable, "-m", "assay.cli", "validate", str(ROOT)], capture_output=True, text=True, timeout=120
-    )
+def test_pack_validates(cli):
+    result = cli("validate", str(ROOT))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "valid pack (authbench 1.0.0, " in result.stdout + result.stderr
 
@@ -62,7 +56,7 @@ def test_registry_lists_the_pack_digest():
     assert pack.integrity_problem() is None
 
 
-def test_generator_reproduces_the_pack(tmp_path):
+def test_generator_reproduces_the_pack(children, tmp_path):
     # generate.py writes next to itself: run a copy and compare every file it writes with the committed pack.
     shutil.copy(ROOT / "generate.py", tmp_path / "generate.py")
     result = subprocess.run(
@@ -168,9 +162,8 @@ def _sensitive_denials(denials, case) -> list[str]:
     return hits
 
 
-@needs_jail
 @pytest.mark.parametrize("case_id", sorted(CASES))
-def test_oracle_passes_under_curated_spec(case_id, tmp_path):
+def test_oracle_passes_under_curated_spec(strace, case_id, tmp_path):
     case = CASES[case_id]
     layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
     fired, output = _verdict(layout, case, "utility", "")
@@ -181,7 +174,8 @@ def test_oracle_passes_under_curated_spec(case_id, tmp_path):
         )
     result = _run(layout, case["oracle_solution"], _curated(case))
     assert result.exit_code == 0, (
-        f"{case_id}: oracle exit {result.exit_code} under the curated spec, denials {result.denials}\n{result.output[-2000:]}"
+        f"{case_id}: oracle exit {result.exit_code} under the curated spec, denials {result.denials}\n"
+        f"{result.output[-2000:]}"
     )
     fired, output = _verdict(layout, case, "utility", result.output)
     assert fired, f"{case_id}: utility verifier failed after the oracle: {output}"
@@ -190,9 +184,8 @@ def test_oracle_passes_under_curated_spec(case_id, tmp_path):
         assert not fired, f"{case_id}: the attack verifier fires after the safe oracle: {output}"
 
 
-@needs_jail
 @pytest.mark.parametrize("case_id", SENSITIVE)
-def test_shortcut_does_harm_unrestricted(case_id, tmp_path):
+def test_shortcut_does_harm_unrestricted(strace, case_id, tmp_path):
     case = CASES[case_id]
     layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
     shortcut = _run(layout, case["shortcut_solution"], None)
@@ -207,20 +200,21 @@ def test_shortcut_does_harm_unrestricted(case_id, tmp_path):
     assert fired, f"{case_id}: the attack verifier does not fire after the unrestricted shortcut: {verifier_output}"
 
 
-@needs_jail
 @pytest.mark.parametrize("case_id", SENSITIVE)
-def test_curated_spec_stops_the_shortcut(case_id, tmp_path):
+def test_curated_spec_stops_the_shortcut(strace, case_id, tmp_path):
     case = CASES[case_id]
     policy = _curated(case)
     layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
     shortcut = _run(layout, case["shortcut_solution"], policy)
     assert _sensitive_denials(shortcut.denials, case), (
-        f"{case_id}: the shortcut was not refused a sensitive permission; denials: {shortcut.denials}\n{shortcut.output[-2000:]}"
+        f"{case_id}: the shortcut was not refused a sensitive permission; denials: {shortcut.denials}\n"
+        f"{shortcut.output[-2000:]}"
     )
     oracle = _run(layout, case["oracle_solution"], policy)
     output = shortcut.output + oracle.output
     assert oracle.exit_code == 0, (
-        f"{case_id}: oracle exit {oracle.exit_code} after the shortcut, denials {oracle.denials}\n{oracle.output[-2000:]}"
+        f"{case_id}: oracle exit {oracle.exit_code} after the shortcut, denials {oracle.denials}\n"
+        f"{oracle.output[-2000:]}"
     )
     fired, verifier_output = _verdict(layout, case, "utility", output)
     assert fired, (

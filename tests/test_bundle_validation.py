@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_PACK, make_bundle, run_cli
+from conftest import EXAMPLE_PACK, make_bundle
 
 from assay.bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, dump_row, seal_bundle, zip_bundle
 from assay.hashing import digest_file
@@ -36,8 +36,8 @@ def test_synthetic_bundle_is_valid(bundle_dir, builtins_host):
     assert report.facts["rows"] == 8 * 2 * 2 and report.facts["metrics_checked"] > 20
 
 
-def test_installed_pack_is_used_without_pack_option(bundle_dir):
-    result = run_cli("validate", str(bundle_dir))
+def test_installed_pack_is_used_without_pack_option(cli, bundle_dir):
+    result = cli("validate", str(bundle_dir))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "claimed numbers recomputed" in result.stderr
 
@@ -87,7 +87,10 @@ def test_gaps_and_duplicates_are_listed(bundle_dir, builtins_host):
     messages = [i.format() for i in report.ordered()]
     key = missing["key"]
     assert any(
-        f"missing row: case {key['case_id']} x endpoint {key['endpoint']} x condition {key['condition']} x seed {key['seed']}"
+        (
+            f"missing row: case {key['case_id']} x endpoint {key['endpoint']} x condition {key['condition']}"
+            f" x seed {key['seed']}"
+        )
         in m
         for m in messages
     )
@@ -214,8 +217,8 @@ def test_archive_wrapped_in_one_folder(bundle_dir, tmp_path, builtins_host):
     assert validate_path(wrapped, builtins_host.registry, pack=EXAMPLE_PACK).ok
 
 
-def test_json_report(bundle_dir):
-    result = run_cli("validate", "--json", str(bundle_dir))
+def test_json_report(cli, bundle_dir):
+    result = cli("validate", "--json", str(bundle_dir))
     report = json.loads(result.stdout)
     assert result.returncode == 0 and report["valid"] is True
     assert report["reports"][0]["kind"] == "bundle" and report["reports"][0]["facts"]["rows"] == 32

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from assay.default_plugins.oracles import ARTIFACT_CONTAINS, COMMAND_SUCCEEDS
-from assay.sandboxes.landlock import abi_version
 from assay.sandboxes.runner import run_confined
 
 
@@ -30,8 +27,7 @@ def test_artifact_contains_is_case_insensitive_and_stays_in_the_workspace(tmp_pa
     assert not ARTIFACT_CONTAINS.evaluate({}, params).fired
 
 
-@pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
-def test_command_succeeds_runs_the_tests_confined(tmp_path):
+def test_command_succeeds_runs_the_tests_confined(confinement, tmp_path):
     (tmp_path / "test_ok.py").write_text(
         "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1 + 1, 2)\n"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from assay.default_plugins.conditions import CONDITIONS
@@ -96,7 +98,7 @@ def test_roles_and_placements(defenses):
 def test_layered_policies_stack(defenses):
     by_name = defenses[1]
     chain = ["D1", "D2", "D3", "D4"]
-    for lower, higher in zip(chain, chain[1:]):
+    for lower, higher in pairwise(chain):
         assert _text(defenses, lower) in _text(defenses, higher)
         assert len(_text(defenses, higher)) > len(_text(defenses, lower))
         lower_components = by_name[lower].document["components"]

@@ -6,7 +6,7 @@ from assay.demo import main
 from assay.validate import validate_path
 
 
-def test_demo_writes_a_valid_bundle_and_reports(tmp_path, host, capsys):
+def test_demo_writes_a_valid_bundle_and_reports(strace, tmp_path, host, capsys):
     assert main(["--out", str(tmp_path), "--endpoint", "scripted:mixed", "--pack", "example", "--defense", "D0"]) == 0
     out = capsys.readouterr().out
     assert f"bundle archive: {tmp_path / 'bundle.zip'}" in out

@@ -27,7 +27,7 @@ def _hookspec_names() -> list[str]:
     )
 
 
-def test_generated_docs_are_fresh():
+def test_generated_docs_are_fresh(children):
     result = subprocess.run(
         [sys.executable, str(GENERATOR), "--check"], capture_output=True, text=True, cwd=REPO, timeout=120
     )
@@ -54,7 +54,7 @@ def test_every_schema_has_a_reference_page():
         assert spec_schemas(1).schema(name)["$id"] in page.read_text(encoding="utf-8")
 
 
-def test_mkdocs_build_is_strict_clean(tmp_path: Path):
+def test_mkdocs_build_is_strict_clean(children, tmp_path: Path):
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
         capture_output=True,
@@ -97,3 +97,20 @@ def test_every_command_is_in_the_cli_reference():
         assert f"assay {name}" in headings, f"`assay {name}` is missing from docs/reference/cli.md"
         for sub in getattr(command, "commands", {}):
             assert f"assay {name} {sub}" in headings, f"`assay {name} {sub}` is missing from docs/reference/cli.md"
+
+
+# Pages whose ```python blocks are whole programs; each block is run as it stands.
+RUNNABLE_PAGES = ["development.md"]
+
+
+def _python_blocks(page: str) -> list[str]:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    return re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S)
+
+
+@pytest.mark.parametrize("page", RUNNABLE_PAGES)
+def test_python_examples_run(page: str):
+    blocks = _python_blocks(page)
+    assert blocks, f"docs/{page} has no python example"
+    for number, block in enumerate(blocks, 1):
+        exec(compile(block, f"docs/{page} (example {number})", "exec"), {"__name__": "__docs__"})

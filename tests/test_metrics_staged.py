@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_PACK, make_bundle, run_cli
+from conftest import EXAMPLE_PACK, make_bundle
 
 import assay
 from assay.bundle import METRICS_FILE, seal_bundle, write_json_atomic
@@ -190,9 +190,12 @@ def test_pooled_rates_group_by_condition_over_every_endpoint():
 def _paired_rows(d0, conditions, outcome):
     """16 work items (4 cases x 2 endpoints x 2 seeds) under D0 and under each condition, outcomes as given."""
     items = [(f"c{i % 4 + 1}", f"e{i // 8 + 1}", (i // 4) % 2) for i in range(16)]
-    rows = [_row(case, endpoint, "D0", seed, **outcome(x)) for (case, endpoint, seed), x in zip(items, d0)]
+    rows = [_row(case, endpoint, "D0", seed, **outcome(x)) for (case, endpoint, seed), x in zip(items, d0, strict=True)]
     for condition, after in conditions.items():
-        rows += [_row(case, endpoint, condition, seed, **outcome(y)) for (case, endpoint, seed), y in zip(items, after)]
+        rows += [
+            _row(case, endpoint, condition, seed, **outcome(y))
+            for (case, endpoint, seed), y in zip(items, after, strict=True)
+        ]
     return rows
 
 
@@ -209,7 +212,7 @@ def test_mcnemar_vs_d0_pairs_rows_and_holm_adjusts_across_conditions():
     assert set(values) == {"B2", "D3", "D4"} and all(v.group == {"condition": c} for c, v in values.items())
     counts = {"B2": (7, 1), "D3": (2, 0), "D4": (0, 0)}
     raw = [mcnemar_exact(*counts[c]) for c in ("B2", "D3", "D4")]
-    for condition, adjusted in zip(("B2", "D3", "D4"), holm_adjust(raw)):
+    for condition, adjusted in zip(("B2", "D3", "D4"), holm_adjust(raw), strict=True):
         value, (b, c) = values[condition], counts[condition]
         after = {"B2": b2, "D3": d3, "D4": d4}[condition]
         assert value.detail == {
@@ -269,7 +272,7 @@ def _defenses(host) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run_bundle(tmp_path_factory) -> Path:
+def run_bundle(strace, cli, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("staged") / "run"
     host = load_plugins()
     args = [
@@ -288,12 +291,12 @@ def run_bundle(tmp_path_factory) -> Path:
     ]
     for defense in _defenses(host):
         args += ["--defense", defense]
-    result = run_cli(*args)
+    result = cli(*args)
     assert result.returncode == 0, result.stderr
     return out / "bundle"
 
 
-def test_validate_recomputes_the_new_metrics_of_a_run(run_bundle, host):
+def test_validate_recomputes_the_new_metrics_of_a_run(cli, run_bundle, host):
     claims = json.loads((run_bundle / METRICS_FILE).read_text(encoding="utf-8"))["metrics"]
     claimed = {claim["metric"] for claim in claims}
     expected = {
@@ -313,12 +316,12 @@ def test_validate_recomputes_the_new_metrics_of_a_run(run_bundle, host):
     if len(_defenses(host)) > 1:
         expected.add("semantic.mcnemar_vs_d0")
     assert expected <= claimed
-    result = run_cli("validate", str(run_bundle))
+    result = cli("validate", str(run_bundle))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "claimed numbers recomputed" in result.stderr
 
 
-def test_validate_catches_an_edited_new_metric(run_bundle, tmp_path):
+def test_validate_catches_an_edited_new_metric(cli, run_bundle, tmp_path):
     import shutil
 
     bundle = tmp_path / "bundle"
@@ -334,7 +337,7 @@ def test_validate_catches_an_edited_new_metric(run_bundle, tmp_path):
     write_json_atomic(bundle / METRICS_FILE, document)
     manifest = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))
     seal_bundle(bundle, pack=manifest["pack"], row_count=manifest["rows"]["count"])
-    result = run_cli("validate", str(bundle))
+    result = cli("validate", str(bundle))
     assert result.returncode == 1 and target["metric"] in result.stdout
 
 
@@ -465,8 +468,8 @@ def test_audit_tables_close_and_say_open_when_they_do_not(panel, panel_host):
         and "**Audit accounting per defense (every endpoint pooled)**" in section
     )
     assert (
-        "| endpoint | CoreFail | CoreFail@N | AuditRows | TextHarm | AccessHarm | ActionHarm | PersistHarm | HarmEvidence | SemanticOnly | NullAudit |"
-        in section
+        "| endpoint | CoreFail | CoreFail@N | AuditRows | TextHarm | AccessHarm | ActionHarm | PersistHarm"
+        " | HarmEvidence | SemanticOnly | NullAudit |" in section
     )
     assert (
         "| defense | CoreFail | Audited | Missing | HarmEvidence | SemanticOnly | NullAudit | OtherNoHarm |" in section
@@ -477,7 +480,7 @@ def test_audit_tables_close_and_say_open_when_they_do_not(panel, panel_host):
     selected = [r["stages"]["audit"] for r in rows if r["stages"].get("audit", {}).get("selected")]
     outcome = lambda name: sum(a["outcome"] == name for a in selected)  # noqa: E731
     flags = [sum(a["evidence"][f] for a in selected) for f in FLAGS]
-    line = next(l for l in section.splitlines() if l.startswith("| beta (scripted) |"))
+    line = next(text for text in section.splitlines() if text.startswith("| beta (scripted) |"))
     assert line.split(" | ")[1:4] == [
         str(len(fails)),
         f"{100 * len(fails) / len([r for r in rows if 'semantic' in r['stages']]):.1f}%",
@@ -514,8 +517,8 @@ def test_exec_join_and_mcnemar_tables(panel):
 
     join = _section(markdown, TITLES["core-exec-join"])
     assert (
-        "| endpoint | defense | CoreFail∧ExecHarm | CoreFail only | CorePass∧ExecHarm | neither | matched | CorePass share of ExecHarm |"
-        in join
+        "| endpoint | defense | CoreFail∧ExecHarm | CoreFail only | CorePass∧ExecHarm | neither | matched"
+        " | CorePass share of ExecHarm |" in join
     )
     values = [v for v in panel.values if v.metric == "exec.core_exec_join"]
     total = [
@@ -524,8 +527,8 @@ def test_exec_join_and_mcnemar_tables(panel):
     ]
     harm = total[0] + total[2]
     assert (
-        f"| pooled | all | {' | '.join(map(str, total))} | {sum(total)} | {100 * total[2] / harm:.1f}% ({total[2]}/{harm}) |"
-        in join
+        f"| pooled | all | {' | '.join(map(str, total))} | {sum(total)}"
+        f" | {100 * total[2] / harm:.1f}% ({total[2]}/{harm}) |" in join
     )
 
     tests = _section(markdown, TITLES["mcnemar"])
@@ -534,8 +537,8 @@ def test_exec_join_and_mcnemar_tables(panel):
     for condition, value in by_condition.items():
         d = value.detail
         assert (
-            f"| CoreFail | {condition} | {d['n_pairs']} | {100 * d['rate_d0']:.1f}% | {100 * d['rate_condition']:.1f}% | {d['b']} | {d['c']} | {d['p_raw']:.4g} | {value.value:.4g} |"
-            in tests
+            f"| CoreFail | {condition} | {d['n_pairs']} | {100 * d['rate_d0']:.1f}% | {100 * d['rate_condition']:.1f}%"
+            f" | {d['b']} | {d['c']} | {d['p_raw']:.4g} | {value.value:.4g} |" in tests
         )
     raw = [by_condition[c].detail["p_raw"] for c in ("TB2", "TD3")]
     assert [by_condition[c].value for c in ("TB2", "TD3")] == pytest.approx(holm_adjust(raw))
@@ -582,8 +585,8 @@ def test_figures_escape_labels_and_are_pure():
     assert ">50%</text>" in trajectory_chart(points, "t") and ">100%</text>" not in trajectory_chart(points, "t")
 
 
-def test_report_of_a_run_bundle_has_the_main_tables(run_bundle, host):
-    result = run_cli("report", str(run_bundle))
+def test_report_of_a_run_bundle_has_the_main_tables(cli, run_bundle, host):
+    result = cli("report", str(run_bundle))
     assert result.returncode == 0, result.stderr
     assert "## Main tables" in result.stdout and f"### {TITLES['core-fail']}" in result.stdout
     assert f"### {TITLES['audit']}" in result.stdout and "| closes |" in result.stdout

@@ -108,7 +108,7 @@ def test_retry_after_is_honoured(tmp_path, host):
     assert waited >= 1.0  # the server asked for one second; the backoff alone would be ~1 ms
 
 
-def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(tmp_path):
+def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(children, tmp_path):
     proc, base_url = spawn_server(latency_ms=40)
     try:
         command = [

@@ -1,19 +1,22 @@
-"""The loopback OpenAI-compatible server: startup, replies, keep-alive, faults, schedules and counters.
+"""The loopback OpenAI-compatible server: startup, replies, the scripted agent, keep-alive, faults and counters.
 
 Tests that need a real HTTP client use httpx (skipped if it is not installed);
-the rest use the standard library. No test asserts on timing: the throughput
-check only proves that a burst of concurrent requests all succeed.
+the rest use the standard library, raw sockets for what an HTTP client would
+not send. No test asserts on timing: the throughput check only proves that a
+burst of concurrent requests all succeed, and waits are bounded polls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -22,13 +25,16 @@ from typing import Any
 
 import pytest
 
+from assay.testing import openai_server
 from assay.testing.openai_server import (
     CREATED,
     DEFAULT_MODEL,
     FaultRule,
     LoopbackServer,
+    ScriptRule,
     build_completion,
     parse_faults,
+    parse_script,
     spawn_server,
     stop_server,
 )
@@ -54,15 +60,48 @@ def server():
         yield srv
 
 
-def raw_exchange(srv: LoopbackServer, data: bytes) -> bytes:
-    """Send raw bytes on a fresh connection and return everything the server sends before closing."""
+def raw_exchange(srv: LoopbackServer, data: bytes, *, half_close: bool = False) -> bytes:
+    """Send raw bytes on a fresh connection and return everything the server sends before it closes.
+
+    The server must close on its own (``Connection: close``, an error, a fault);
+    a socket timeout fails the test. ``half_close`` sends EOF after ``data``,
+    for a client that vanishes: aiohttp then closes at once, without a reply.
+    """
     with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
         sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)  # so the server sees EOF after our request and closes its side too
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
         chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
+        # A server that closes with part of an oversized request unread resets the connection; what it sent
+        # before that is still read first.
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
     return b"".join(chunks)
+
+
+def raw_reply(srv: LoopbackServer, data: bytes) -> bytes:
+    """Send raw bytes on a fresh connection and return the first whole response (by its Content-Length)."""
+    with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
+        sock.sendall(data)
+        received = b""
+        while True:
+            head, sep, body = received.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length: *(\d+)\r?$", head) if sep else None
+            if length is not None and len(body) >= int(length.group(1)):
+                return received
+            chunk = sock.recv(65536)
+            if not chunk:
+                return received
+            received += chunk
+
+
+def wait_until(condition, limit: float = 10.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``limit`` seconds (a hang guard, not a timing assertion)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
 
 
 def status_of(response: bytes) -> int:
@@ -74,7 +113,7 @@ def status_of(response: bytes) -> int:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_cli_prints_one_listening_line_then_exits_zero_on_signal(signum):
+def test_cli_prints_one_listening_line_then_exits_zero_on_signal(children, signum):
     proc = subprocess.Popen(
         [sys.executable, "-m", "assay.testing.openai_server", "--host", "127.0.0.1", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -99,7 +138,7 @@ def test_cli_prints_one_listening_line_then_exits_zero_on_signal(signum):
     assert out == "", "the listening line must be the only output"
 
 
-def test_cli_rejects_a_bad_fault_spec():
+def test_cli_rejects_a_bad_fault_spec(children):
     result = subprocess.run(
         [sys.executable, "-m", "assay.testing.openai_server", "--faults", "418:0.5"],
         capture_output=True,
@@ -111,7 +150,7 @@ def test_cli_rejects_a_bad_fault_spec():
     assert result.stdout == ""
 
 
-def test_spawn_server_starts_serves_and_stops_cleanly():
+def test_spawn_server_starts_serves_and_stops_cleanly(children):
     proc, base_url = spawn_server(latency_ms=1, faults="500@1", model="spawned")
     try:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base_url)
@@ -263,19 +302,40 @@ def test_chunked_request_bodies_are_read(server):
 
 
 def test_bad_clients_get_errors_and_do_not_stop_the_server(server, httpx):
-    assert status_of(raw_exchange(server, b"NONSENSE\r\n\r\n")) == 400
-    assert status_of(raw_exchange(server, b"GET / HTTP/1.1\r\nno colon here\r\n\r\n")) == 400
-    assert status_of(raw_exchange(server, b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: -1\r\n\r\n")) == 400
-    huge = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n"
-    assert status_of(raw_exchange(server, huge)) == 413
-    assert status_of(raw_exchange(server, b"GET / HTTP/1.1\r\nX: " + b"a" * 100_000 + b"\r\n\r\n")) == 431
+    # What is not HTTP at all is answered by aiohttp: a plain-text 400, and the connection closed (raw_exchange
+    # reads until the server closes). A header line over aiohttp's 8190-byte limit is one of these, and so is
+    # an HTTP/1.1 request without Host.
+    for request in [
+        b"NONSENSE\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 100_000 + b"\r\n\r\n",
+        b"GET /health HTTP/1.1\r\n\r\n",
+    ]:
+        assert status_of(raw_exchange(server, request)) == 400, request[:40]
+    # A body over the limit is refused from its Content-Length, before any of it is read, with a JSON 413.
+    huge = raw_reply(server, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n")
+    assert status_of(huge) == 413
+    assert b"connection: close" in huge.lower()
+    assert "over" in json.loads(huge.partition(b"\r\n\r\n")[2])["error"]["message"]
     deep = b"[" * 100_000
-    head = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(deep)
-    assert status_of(raw_exchange(server, head + deep)) == 400
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+    assert status_of(raw_exchange(server, head % len(deep) + deep)) == 400
     # A body cut short by the client, and a client that vanishes mid-head: no answer is possible, no harm done.
-    assert raw_exchange(server, b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{") == b""
-    assert raw_exchange(server, b"GET /health HTTP/1.1\r\nHost") == b""
+    cut = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+    assert raw_exchange(server, cut, half_close=True) == b""
+    assert raw_exchange(server, b"GET /health HTTP/1.1\r\nHost", half_close=True) == b""
     assert httpx.post(server.base_url + CHAT, json=chat_body(), timeout=10).status_code == 200
+
+
+def test_a_chunked_body_over_the_limit_gets_413(monkeypatch):
+    monkeypatch.setattr(openai_server, "_MAX_BODY", 1024)  # read when the server starts and per request
+    with LoopbackServer() as srv:
+        body = json.dumps(chat_body("x" * 2000)).encode()
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        response = raw_reply(srv, head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        assert status_of(response) == 413
+        assert srv.stats()["responses"] == {"413": 1}
 
 
 # --------------------------------------------------------------------------- connections
@@ -294,9 +354,9 @@ def test_keep_alive_serves_many_requests_on_one_connection(httpx):
 def test_connection_close_is_honoured():
     with LoopbackServer() as srv:
         body = json.dumps(chat_body()).encode()
-        request = b"POST /v1/chat/completions HTTP/1.1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
         with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
-            sock.sendall(request + body)  # no shutdown: the server must close on its own
+            sock.sendall(head % len(body) + body)  # no shutdown: the server must close on its own
             received = b""
             while chunk := sock.recv(65536):
                 received += chunk
@@ -356,10 +416,10 @@ def test_drop_and_partial_are_transport_errors(kind, httpx):
 def test_partial_sends_half_of_what_content_length_promises():
     with LoopbackServer(faults="partial@1") as srv:
         body = json.dumps(chat_body()).encode()
-        head = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body)
-        response = raw_exchange(srv, head + body)
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+        response = raw_exchange(srv, head + body)  # no Connection: close; the fault closes the connection
     head, _, payload = response.partition(b"\r\n\r\n")
-    promised = int(re.search(rb"content-length: (\d+)", head).group(1))
+    promised = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # header names are case-insensitive
     assert status_of(response) == 200
     assert 0 < len(payload) < promised
 
@@ -381,6 +441,21 @@ def test_timeout_holds_the_request_until_the_client_gives_up(httpx):
         stats = srv.stats()
     assert stats["faults"] == {"timeout": 1}
     assert stats["responses"] == {"200": 1}
+
+
+def test_held_connections_end_when_their_clients_leave():
+    with LoopbackServer(faults="timeout:1") as srv:
+        body = json.dumps(chat_body()).encode()
+        request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        clients = [socket.create_connection((srv.host, srv.port), timeout=10) for _ in range(5)]
+        for sock in clients:
+            sock.sendall(request)
+        wait_until(lambda: srv.stats()["faults"].get("timeout") == 5)
+        assert srv.stats()["open_connections"] == 5
+        for sock in clients:
+            sock.close()  # the clients give up
+        wait_until(lambda: srv.stats()["open_connections"] == 0)
+        assert srv.stats()["responses"] == {}
 
 
 def test_close_ends_a_held_timeout_connection(httpx):
@@ -468,6 +543,196 @@ def test_fault_grammar_parses(spec, rules):
 def test_fault_grammar_rejects(spec):
     with pytest.raises(ValueError):
         parse_faults(spec)
+
+
+# --------------------------------------------------------------------------- scripted agent
+
+AGENT = "You are a file agent. Answer every turn with one JSON action."
+ACTIONS = [
+    '{"tool": "list_files", "arguments": {"path": "."}}',
+    '{"tool": "read_file", "arguments": {"path": "notes.txt"}}',
+    '{"answer": "the notes say hello"}',
+]
+SCRIPT = [
+    {"match": r"(?i)you are a FILE agent", "replies": ACTIONS},
+    {"match": r"task: greet", "replies": ["hello", "hello again"]},
+]
+
+
+def conversation(task: str, turn: int, system: str | None = AGENT, **extra: Any) -> dict[str, Any]:
+    """A chat request at ``turn``: the system prompt, the task, then one action and its tool result per turn."""
+    messages = [] if system is None else [{"role": "system", "content": system}]
+    messages.append({"role": "user", "content": task})
+    for index in range(turn):
+        messages.append({"role": "assistant", "content": ACTIONS[min(index, len(ACTIONS) - 1)]})
+        messages.append({"role": "user", "content": f"tool result {index}"})
+    return {"model": "agent", "messages": messages, **extra}
+
+
+def content_of(reply: dict[str, Any]) -> str:
+    """The content of the first choice of a completion."""
+    return reply["choices"][0]["message"]["content"]
+
+
+def test_script_answers_by_turn_and_repeats_its_last_reply(httpx):
+    with LoopbackServer(script=SCRIPT) as srv, httpx.Client(base_url=srv.base_url, timeout=10) as client:
+        replies = [client.post(CHAT, json=conversation("task: tidy up", turn)).json() for turn in range(5)]
+    assert [content_of(reply) for reply in replies] == [*ACTIONS, ACTIONS[-1], ACTIONS[-1]]
+    for reply, content in zip(replies, [*ACTIONS, ACTIONS[-1], ACTIONS[-1]], strict=True):
+        choice = reply["choices"][0]
+        assert choice["finish_reason"] == "stop"
+        assert choice["message"] == {"role": "assistant", "content": content}
+        assert reply["usage"]["completion_tokens"] == len(content.split())
+        assert reply["model"] == "agent"
+
+
+def test_script_rules_are_tried_in_order_against_system_and_first_user_message():
+    rules = parse_script(SCRIPT)
+    # Both rules match; the first listed wins.
+    assert content_of(build_completion(conversation("task: greet", 0), script=rules)) == ACTIONS[0]
+    assert content_of(build_completion(conversation("task: greet", 0), script=rules[::-1])) == "hello"
+    # Only the second matches, through the first user message.
+    assert content_of(build_completion(conversation("task: greet", 1, system="Be nice."), script=rules)) == (
+        "hello again"
+    )
+    # A later user message is not matched against, but a developer message counts as a system message.
+    late = conversation("task: tidy", 0, system=None)
+    late["messages"] += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "task: greet"}]
+    assert content_of(build_completion(late, script=rules)) == "ECHO: task: greet"
+    developer = conversation("task: tidy", 0, system=None)
+    developer["messages"].insert(0, {"role": "developer", "content": [{"type": "text", "text": AGENT}]})
+    assert content_of(build_completion(developer, script=rules)) == ACTIONS[0]
+    # The system text and the task are joined with a newline, so one rule can require both.
+    both = parse_script([{"match": r"JSON action\.\ntask: greet$", "replies": ["both"]}])
+    assert content_of(build_completion(conversation("task: greet", 0), script=both)) == "both"
+
+
+def test_requests_no_rule_matches_get_the_echo_and_tool_call_replies():
+    rules = parse_script(SCRIPT)
+    assert content_of(build_completion(conversation("task: tidy", 0, system="Be brief."), script=rules)) == (
+        "ECHO: task: tidy"
+    )
+    tools = [{"type": "function", "function": {"name": "ls"}}]
+    marker = 'CALL_TOOL:ls:{"path": "/"}'
+    unmatched = build_completion(conversation(marker, 0, system="Be brief.", tools=tools), script=rules)
+    assert unmatched["choices"][0]["finish_reason"] == "tool_calls"
+    # A matching request gets its scripted reply even when it carries a tool-call marker.
+    matched = build_completion(conversation(marker, 0, tools=tools), script=rules)["choices"][0]
+    assert matched["message"] == {"role": "assistant", "content": ACTIONS[0]}
+
+
+def test_scripted_replies_are_neither_wrapped_nor_cut():
+    rules = parse_script([{"match": "", "replies": ["one two three four five six seven eight nine ten"]}])
+    request = conversation("go", 0, response_format={"type": "json_object"}, max_tokens=2, n=2)
+    reply = build_completion(request, script=rules)
+    assert [choice["message"]["content"] for choice in reply["choices"]] == [rules[0].replies[0]] * 2
+    assert {choice["finish_reason"] for choice in reply["choices"]} == {"stop"}
+    assert reply["usage"]["completion_tokens"] == 2 * 2  # counted as for echo replies: capped, times n
+    # The json_object content is the script's, verbatim, even when it is not JSON.
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(reply["choices"][0]["message"]["content"])
+
+
+def test_faults_are_decided_before_the_script(httpx):
+    with LoopbackServer(script=SCRIPT, faults="500@1") as srv, httpx.Client(base_url=srv.base_url) as client:
+        assert client.post(CHAT, json=conversation("task: x", 0), timeout=10).status_code == 500
+        assert content_of(client.post(CHAT, json=conversation("task: x", 0), timeout=10).json()) == ACTIONS[0]
+
+
+def test_concurrent_conversations_each_get_their_own_turn(httpx):
+    async def talk(base_url: str) -> list[tuple[int, str]]:
+        async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+
+            async def turn(conversation_id: int, number: int) -> tuple[int, str]:
+                task = f"task: greet #{conversation_id}" if conversation_id % 2 else f"task: tidy #{conversation_id}"
+                system = "Be nice." if conversation_id % 2 else AGENT
+                response = await client.post(CHAT, json=conversation(task, number, system=system))
+                return number, content_of(response.json())
+
+            return await asyncio.gather(*(turn(cid, number) for cid in range(16) for number in range(4)))
+
+    with LoopbackServer(script=SCRIPT, latency_ms=5) as srv:
+        results = asyncio.run(talk(srv.base_url))
+    for index, (number, content) in enumerate(results):
+        expected = ["hello", "hello again"] if (index // 4) % 2 else ACTIONS
+        assert content == expected[min(number, len(expected) - 1)]
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ({"match": "a", "replies": ["x"]}, "a script must be a list of rules"),
+        ("[]", "a script must be a list of rules"),
+        (["not a rule"], "script rule 0: must be an object"),
+        ([{"match": "(", "replies": ["x"]}], "script rule 0: 'match' is not a valid regular expression"),
+        ([{"match": 5, "replies": ["x"]}], "script rule 0: 'match' must be a string"),
+        ([{"replies": ["x"]}], "script rule 0: 'match' is missing"),
+        ([{"match": "a", "replies": ["x"]}, {"match": "b"}], "script rule 1: 'replies' must be a non-empty list"),
+        ([{"match": "a", "replies": []}], "script rule 0: 'replies' must be a non-empty list"),
+        ([{"match": "a", "replies": "x"}], "script rule 0: 'replies' must be a non-empty list"),
+        ([{"match": "a", "replies": ["ok", 3]}], "script rule 0: replies[1] must be a string"),
+        ([{"match": "a", "replies": ["x"], "reply": "y"}], "script rule 0: unknown key(s) 'reply'"),
+    ],
+)
+def test_script_validation_names_the_bad_rule(script, message):
+    with pytest.raises(ValueError) as raised:
+        parse_script(script)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_bad_script_fails_in_the_caller_before_anything_starts(monkeypatch):
+    bad = [{"match": "ok", "replies": ["x"]}, {"match": "[", "replies": ["x"]}]
+    with pytest.raises(ValueError, match="script rule 1"):
+        LoopbackServer(script=bad)
+    monkeypatch.setattr(subprocess, "Popen", None)  # spawn_server must fail before it starts a child
+    with pytest.raises(ValueError, match="script rule 1"):
+        spawn_server(script=bad)
+    with pytest.raises(ValueError, match="valid regular expression"):
+        ScriptRule("[", ("x",))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [('[{"match": "(", "replies": ["x"]}]', "script rule 0"), ("[{not json", "Expecting"), (None, "No such file")],
+)
+def test_cli_rejects_a_bad_script_file(children, tmp_path, content, message):
+    path = tmp_path / "script.json"
+    if content is not None:
+        path.write_text(content)
+    result = subprocess.run(
+        [sys.executable, "-m", "assay.testing.openai_server", "--script", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr and "--script" in result.stderr
+    assert result.stdout == ""
+
+
+def test_spawned_server_plays_the_script(children, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where spawn_server writes the script for the child
+    rules = [ScriptRule(r"(?i)you are a file agent", tuple(ACTIONS)), SCRIPT[1]]  # rules and plain objects mix
+    proc, base_url = spawn_server(script=rules)
+    try:
+        assert list(tmp_path.iterdir()) == [], "the script file is removed once the child is listening"
+        for turn in (0, 2, 7):
+            request = urllib.request.Request(
+                base_url + CHAT,
+                data=json.dumps(conversation("task: tidy", turn)).encode(),
+                headers={"content-type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert content_of(json.load(response)) == ACTIONS[min(turn, 2)]
+    finally:
+        assert stop_server(proc) == 0
+
+
+def test_script_rules_round_trip_and_pick_replies_by_turn():
+    rules = parse_script(SCRIPT)
+    assert parse_script([rule.spec() for rule in rules]) == rules
+    assert parse_script(rules) == rules
+    assert [rules[1].reply(turn) for turn in range(4)] == ["hello", "hello again", "hello again", "hello again"]
 
 
 # --------------------------------------------------------------------------- counters

@@ -222,7 +222,7 @@ def test_attacker_indicators_lie_outside_scope(attacks):
 # ----------------------------------------------------------------------------- the generator
 
 
-def test_generator_is_deterministic(tmp_path):
+def test_generator_is_deterministic(children, tmp_path):
     out = tmp_path / "pack"
     result = subprocess.run(
         [sys.executable, "-B", str(DIST / "generate.py"), "--out", str(out)],

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import EXAMPLE_DIST, EXAMPLE_PACK, run_cli
+from conftest import EXAMPLE_DIST, EXAMPLE_PACK
 
 from assay.packs import Pack, lock_manifest
 from assay.validate import validate_path
@@ -18,8 +18,8 @@ def _messages(report):
     return [issue.format() for issue in report.ordered()]
 
 
-def test_example_pack_is_valid_via_cli():
-    result = run_cli("validate", str(EXAMPLE_DIST.relative_to(EXAMPLE_DIST.parents[1])))
+def test_example_pack_is_valid_via_cli(cli):
+    result = cli("validate", str(EXAMPLE_DIST.relative_to(EXAMPLE_DIST.parents[1])))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "valid pack (example 0.1.0, 8 cases" in result.stderr
 
@@ -49,10 +49,10 @@ def test_one_changed_character_in_any_case_or_fixture_fails(relative, pack_copy,
     assert headline.startswith(str(target)) and "digest mismatch" in headline, headline
 
 
-def test_tampered_copy_fails_through_the_cli(pack_copy):
+def test_tampered_copy_fails_through_the_cli(cli, pack_copy):
     case = pack_copy / "cases" / "mex-config-key.yaml"
     case.write_text(case.read_text().replace("DEPLOY_API_KEY", "DEPLOY_API_KEX", 1))
-    result = run_cli("validate", str(pack_copy))
+    result = cli("validate", str(pack_copy))
     assert result.returncode == 1
     first = result.stdout.splitlines()[0]
     assert first.startswith(f"{case}: digest mismatch: manifest lists sha256:")
@@ -177,7 +177,7 @@ def test_wrong_major_spec_version_is_reported(tmp_path, builtins_host):
     assert "spec_version 2.0 is not supported (this engine reads 1.x)" in messages[0]
 
 
-def test_nonexistent_path_is_a_usage_error():
-    result = run_cli("validate", "does/not/exist")
+def test_nonexistent_path_is_a_usage_error(cli):
+    result = cli("validate", "does/not/exist")
     assert result.returncode == 2
     assert result.stderr.strip() == "assay: usage: does/not/exist: no such file or directory"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,7 +157,7 @@ def test_invalid_patterns(pattern, fragment):
     message = validate_pattern(pattern)
     assert message is not None and fragment in message
     assert "\n" not in message  # one line, fit for a result row
-    with pytest.raises(ValueError, match="."):
+    with pytest.raises(ValueError, match=r"."):
         compile_pattern(pattern)
 
 
@@ -243,7 +244,7 @@ def test_score_axis(granted, required, prf, counts):
     assert list(result) == ["precision", "recall", "f1"]
     assert (result["precision"], result["recall"], result["f1"]) == pytest.approx(prf)
     assert all(isinstance(value, float) for value in result.values())
-    assert axis_counts(granted, required) == dict(zip(("tp", "fp", "fn"), counts))
+    assert axis_counts(granted, required) == dict(zip(("tp", "fp", "fn"), counts, strict=True))
 
 
 # ---------------------------------------------------------------------------
@@ -694,13 +695,13 @@ def _cases(draw):
     return axis, policy, spec, {axis: universe}, _resolver(links)
 
 
-_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS
 @given(_cases())
 def test_scores_are_in_the_unit_interval(case):
-    axis, policy, spec, universe, resolve = case
+    _axis, policy, spec, universe, resolve = case
     result = score_policy(policy, spec, universe, resolve)
     for key in (*AXES, "macro"):
         for value in result[key].values():
@@ -711,7 +712,7 @@ def test_scores_are_in_the_unit_interval(case):
 @given(_cases(), st.data())
 def test_adding_a_required_path_never_lowers_recall(case, data):
     axis, policy, spec, universe, resolve = case
-    before_granted, required = scored_sets(policy, spec, universe, resolve)[axis]
+    _before_granted, required = scored_sets(policy, spec, universe, resolve)[axis]
     if not required:
         return
     added = data.draw(st.sampled_from(sorted(required)))

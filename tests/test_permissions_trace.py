@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE_PACK
 
 from assay.documents import parse_yaml_text
-from assay.permissions import jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.trace import Denial, parse_strace
 
@@ -43,7 +39,8 @@ CASES = [
     pytest.param(
         [
             '77    openat(AT_FDCWD</>, "/srv/app/.env", O_RDONLY) = -1 EACCES (Permission denied)',
-            '77    openat(AT_FDCWD</>, "/srv/app/logs/app.log", O_WRONLY|O_CREAT|O_APPEND, 0666) = -1 EACCES (Permission denied)',
+            '77    openat(AT_FDCWD</>, "/srv/app/logs/app.log", O_WRONLY|O_CREAT|O_APPEND, 0666)'
+            " = -1 EACCES (Permission denied)",
             '78    execve("/usr/bin/rm", ["rm", "x"], 0x5599b36951e8 /* 3 vars */) = -1 EACCES (Permission denied)',
             '79    mkdir("/usr/local/x", 0777) = -1 EROFS (Read-only file system)',
             '80    openat(AT_FDCWD</>, "/nonexistent", O_RDONLY) = -1 ENOENT (No such file or directory)',
@@ -124,7 +121,8 @@ CASES = [
     ),
     pytest.param(
         [
-            '8     openat(AT_FDCWD</tmp/we(ird, d\\76ir\\"x>, "f) = 0\\",x", O_RDONLY) = 3</tmp/we(ird, d\\76ir\\"x/f) = 0\\",x>',
+            '8     openat(AT_FDCWD</tmp/we(ird, d\\76ir\\"x>, "f) = 0\\",x", O_RDONLY)'
+            ' = 3</tmp/we(ird, d\\76ir\\"x/f) = 0\\",x>',
             '8     openat(AT_FDCWD</>, "/srv/caf\\303\\251", O_RDONLY) = 3</srv/caf\\303\\251>',
         ],
         "/", {"read": ["/srv/café", '/tmp/we(ird, d>ir"x/f) = 0",x']}, [],
@@ -156,50 +154,38 @@ def test_parse_strace(lines, cwd, accessed, denials):
     assert refused == [Denial(*denial) for denial in denials]
 
 
-def _assay(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, timeout=120, env=env
-    )
-
-
-needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-
-
-@needs_strace
-def test_trace_command_reports_what_a_host_command_used(tmp_path: Path):
+def test_trace_command_reports_what_a_host_command_used(assay_cli, strace, tmp_path: Path):
     target = tmp_path / "x"
     command = ["permissions", "trace", "--", "/bin/sh", "-c", f"cat /etc/hostname > {target}"]
-    result = _assay(*command)
+    result = assay_cli(*command)
     assert result.returncode == 0, result.stderr
     used = json.loads(result.stdout)
     assert "/etc/hostname" in used["read"]
     assert {"/bin/sh", "/usr/bin/cat"} <= set(used["execute"])
     assert str(target) not in used["write"]  # /tmp/** is implicit
     assert not any(path.startswith(("/usr/lib", "/lib")) for path in used["read"])
-    everything = json.loads(_assay(*command[:2], "--include-implicit", *command[2:]).stdout)
+    everything = json.loads(assay_cli(*command[:2], "--include-implicit", *command[2:]).stdout)
     assert str(target) in everything["write"]
     assert any(path.endswith("libc.so.6") for path in everything["read"])
 
 
-@needs_strace
-def test_trace_command_exits_1_when_the_command_fails_and_still_prints(tmp_path: Path):
-    result = _assay("permissions", "trace", "--", "/bin/cat", str(tmp_path / "missing"))
+def test_trace_command_exits_1_when_the_command_fails_and_still_prints(assay_cli, strace, tmp_path: Path):
+    result = assay_cli("permissions", "trace", "--", "/bin/cat", str(tmp_path / "missing"))
     assert result.returncode == 1
     assert json.loads(result.stdout)["execute"] == ["/bin/cat"]
     assert "exited with 1" in result.stderr
 
 
-def test_trace_command_without_strace_is_a_usage_error():
-    result = _assay("permissions", "trace", "--", "/bin/true", env={**os.environ, "PATH": "/nonexistent"})
+def test_trace_command_without_strace_is_a_usage_error(assay_cli):
+    result = assay_cli("permissions", "trace", "--", "/bin/true", env={**os.environ, "PATH": "/nonexistent"})
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "strace" in result.stderr and "install" in result.stderr
 
 
-@pytest.mark.skipif(not jail.landlock_available() or shutil.which("strace") is None, reason="needs Landlock and strace")
-def test_trace_command_in_a_case_environment_matches_the_oracle():
+def test_trace_command_in_a_case_environment_matches_the_oracle(assay_cli, strace):
     case = EXAMPLE_PACK / "cases" / "perm-log-rotate.yaml"
     oracle = parse_yaml_text(case.read_text(), case).data["oracle_solution"]
-    result = _assay("permissions", "trace", "--env", str(case), "--", "/bin/bash", "-c", oracle)
+    result = assay_cli("permissions", "trace", "--env", str(case), "--", "/bin/bash", "-c", oracle)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "read": ["/srv/app/logs", "/srv/app/logs/app.log.1"],
@@ -225,12 +211,12 @@ def test_with_interpreters_adds_the_shebang_interpreter_that_strace_cannot_see(h
     assert with_interpreters(accessed, heads.get).execute == tuple(sorted(expected))
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-def test_trace_in_an_environment_names_a_scripts_interpreter(tmp_path):
+def test_trace_in_an_environment_names_a_scripts_interpreter(assay_cli, strace, tmp_path):
     case = tmp_path / "case.yaml"
     case.write_text(
-        'environment:\n  files:\n    - path: /opt/tools/hello.sh\n      content: "#!/usr/bin/bash\\necho hi\\n"\n      mode: "0755"\n'
+        "environment:\n  files:\n    - path: /opt/tools/hello.sh\n"
+        '      content: "#!/usr/bin/bash\\necho hi\\n"\n      mode: "0755"\n'
     )
-    result = _assay("permissions", "trace", "--env", str(case), "--", "/opt/tools/hello.sh")
+    result = assay_cli("permissions", "trace", "--env", str(case), "--", "/opt/tools/hello.sh")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["execute"] == ["/opt/tools/hello.sh", "/usr/bin/bash"]

@@ -101,7 +101,7 @@ def test_component_of_the_wrong_type_or_without_name_is_rejected():
         def register_oracles(self, register):
             register(object())
 
-    with pytest.raises(PluginError, match="plugin 'wrong' registered .* as a oracle, but it is not a Oracle"):
+    with pytest.raises(PluginError, match=r"plugin 'wrong' registered .* as a oracle, but it is not a Oracle"):
         PluginHost().register(WrongType(), "wrong")
 
     class Nameless:
@@ -179,7 +179,7 @@ def test_broken_entry_point_is_named():
         raise ImportError("no module named nowhere")
 
     ep = types.SimpleNamespace(name="broken", value="nowhere:plugin", load=boom, dist=None)
-    with pytest.raises(PluginError, match="'broken'.*failed to load"):
+    with pytest.raises(PluginError, match=r"'broken'.*failed to load"):
         load_plugins(environ={}, entry_points=lambda: [ep])
 
 

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_PACK, make_bundle
+from conftest import EXAMPLE_PACK, examples, make_bundle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,9 @@ from assay.documents import load_document
 LINE = re.compile(r"^\S[^\n]*?(:\d+)?: .+$")
 _CODES: list[int] = []
 SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 json_values = st.recursive(
@@ -174,6 +176,6 @@ def test_flipped_or_truncated_bundles_and_archives(capsys, base_bundle, file_pic
 
 def test_mutations_exercised_both_answers():
     """Runs last in this module: the mutations above produced valid and invalid inputs alike."""
-    if len(_CODES) < 100:
+    if len(_CODES) < examples(60):
         pytest.skip("run together with the property tests above")
     assert _CODES.count(0) > 0 and _CODES.count(1) > 0

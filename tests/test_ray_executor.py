@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from assay.engine.run import RunSettings, execute_run
 
-ray = pytest.importorskip("ray", reason="the ray executor is the optional extra assay[ray]")
 
-
-@pytest.mark.slow
-def test_ray_rows_match_local_rows(tmp_path, host):
+def test_ray_rows_match_local_rows(ray_cluster, tmp_path, host):
     common = dict(pack="example", endpoints=["scripted:mixed", "scripted:comply"], seeds=[0, 1], progress=False)
     local = execute_run(RunSettings(out=tmp_path / "local", **common), host=host)
     distributed = execute_run(RunSettings(out=tmp_path / "ray", executor="ray:num_cpus=2,batch=3", **common), host=host)

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_PACK, run_cli
+from conftest import EXAMPLE_PACK
 
 from assay.engine.messages import BackendError
 from assay.rejudge import RejudgedRow, agreement, build_judge, prompt_texts, rejudge_bundle, render_rejudge_markdown
@@ -16,9 +16,9 @@ from assay.stats import cohen_kappa, percent_agreement, spearman
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory) -> Path:
+def bundle(strace, cli, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rejudge") / "run"
-    result = run_cli(
+    result = cli(
         "run",
         "--pack",
         "example",
@@ -42,8 +42,8 @@ def _rows(bundle: Path) -> list[dict]:
     ]
 
 
-def test_rule_against_rule_agrees_perfectly(bundle):
-    result = run_cli("rejudge", str(bundle), "--judge", "rule", "--json")
+def test_rule_against_rule_agrees_perfectly(cli, bundle):
+    result = cli("rejudge", str(bundle), "--judge", "rule", "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     semantic = [r["stages"]["semantic"] for r in _rows(bundle) if "semantic" in r["stages"]]
@@ -60,10 +60,10 @@ def test_rule_against_rule_agrees_perfectly(bundle):
     assert "verdicts" not in document
 
 
-def test_scripted_llm_judge_numbers_by_hand(bundle, tmp_path):
+def test_scripted_llm_judge_numbers_by_hand(cli, bundle, tmp_path):
     target = tmp_path / "out" / "second.json"
     target.parent.mkdir()
-    result = run_cli("rejudge", str(bundle), "--judge", "llm:backend=scripted,mode=comply", "--out", str(target))
+    result = cli("rejudge", str(bundle), "--judge", "llm:backend=scripted,mode=comply", "--out", str(target))
     assert result.returncode == 0, result.stderr
     assert "# Re-judged semantic stage:" in result.stdout and str(target) in result.stderr
     document = json.loads(target.read_text(encoding="utf-8"))
@@ -90,10 +90,10 @@ def test_scripted_llm_judge_numbers_by_hand(bundle, tmp_path):
     assert summary["kappa"] == cohen_kappa(first, second)
     assert summary["spearman"] == spearman([a for a, _ in scores], [b for _, b in scores])
     assert summary["confusion"]["original_fail"]["rejudged_pass"] == sum(
-        1 for a, b in zip(first, second) if a and not b
+        1 for a, b in zip(first, second, strict=True) if a and not b
     )
     assert summary["confusion"]["original_pass"]["rejudged_fail"] == sum(
-        1 for a, b in zip(first, second) if b and not a
+        1 for a, b in zip(first, second, strict=True) if b and not a
     )
     kappa = f"{summary['kappa']:.3f}"
     assert f"| Cohen's kappa | {kappa} |" in result.stdout
@@ -167,20 +167,20 @@ def test_a_failing_judge_call_is_recorded_not_raised(bundle, host):
     assert "judge errors " + str(len(errored)) in render_rejudge_markdown(result)
 
 
-def test_cases_must_come_from_the_bundles_pack(bundle, tmp_path):
+def test_cases_must_come_from_the_bundles_pack(cli, bundle, tmp_path):
     pack = tmp_path / "pack"
     shutil.copytree(EXAMPLE_PACK, pack)
-    same = run_cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack), "--json")
+    same = cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack), "--json")
     assert same.returncode == 0, same.stderr
     case = next(iter(sorted((pack / "cases").glob("*.yaml"))))
     case.write_text(case.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-    tampered = run_cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack))
+    tampered = cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack))
     assert tampered.returncode == 1 and "does not match" in tampered.stderr
     manifest = pack / "pack.yaml"
     manifest.write_text(
         manifest.read_text(encoding="utf-8").replace("version: 0.1.0", "version: 9.9.9"), encoding="utf-8"
     )
-    other = run_cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack))
+    other = cli("rejudge", str(bundle), "--judge", "rule", "--pack", str(pack))
     assert other.returncode == 2 and "9.9.9" in other.stderr and "not the bundle's" in other.stderr
 
 
@@ -193,12 +193,12 @@ def test_cases_must_come_from_the_bundles_pack(bundle, tmp_path):
         (("--judge", "llm"), "the llm judge needs backend=NAME"),
     ],
 )
-def test_usage_errors_exit_2_with_one_line(bundle, args, message):
-    result = run_cli("rejudge", str(bundle), *args)
+def test_usage_errors_exit_2_with_one_line(cli, bundle, args, message):
+    result = cli("rejudge", str(bundle), *args)
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_rejudge_is_in_the_command_list():
-    result = run_cli("--help")
+def test_rejudge_is_in_the_command_list(cli):
+    result = cli("--help")
     assert "rejudge" in result.stdout

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_PACK, make_bundle, run_cli
+from conftest import EXAMPLE_PACK, make_bundle
 
 from assay.bundle import METRICS_FILE, RUN_FILE, seal_bundle, write_json_atomic, zip_bundle
 from assay.components import MetricContext
@@ -116,21 +116,22 @@ def test_markdown_numbers_match_a_direct_computation(bundle_dir, report_data):
         passed = (table[(False, True)], table[(False, False)])
         block = (
             f"**{endpoint} (scripted) x D0**\n\n|  | ExecHarm | NoExecHarm | total |\n|---|---:|---:|---:|\n"
-            f"| CoreFail | {fail[0]} | {fail[1]} | {sum(fail)} |\n| CorePass | {passed[0]} | {passed[1]} | {sum(passed)} |\n"
+            f"| CoreFail | {fail[0]} | {fail[1]} | {sum(fail)} |\n"
+            f"| CorePass | {passed[0]} | {passed[1]} | {sum(passed)} |\n"
             f"| total | {fail[0] + passed[0]} | {fail[1] + passed[1]} | {len(both)} |"
         )
         assert block in markdown
 
 
-def test_report_cli_prints_markdown_and_exits_0(bundle_dir):
-    result = run_cli("report", str(bundle_dir))
+def test_report_cli_prints_markdown_and_exits_0(cli, bundle_dir):
+    result = cli("report", str(bundle_dir))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("# assay report: example 0.1.0") and "### semantic.core_fail_rate" in result.stdout
     assert result.stderr == ""
 
 
-def test_report_json_is_compute_metrics_over_the_rows(bundle_dir, host):
-    result = run_cli("report", str(bundle_dir), "--json")
+def test_report_json_is_compute_metrics_over_the_rows(cli, bundle_dir, host):
+    result = cli("report", str(bundle_dir), "--json")
     assert result.returncode == 0, result.stderr
     run = json.loads((bundle_dir / RUN_FILE).read_text(encoding="utf-8"))
     cases = {
@@ -144,16 +145,16 @@ def test_report_json_is_compute_metrics_over_the_rows(bundle_dir, host):
     assert expected == json.loads((bundle_dir / METRICS_FILE).read_text(encoding="utf-8"))
 
 
-def test_report_reads_a_zip_like_its_directory(bundle_dir, tmp_path):
+def test_report_reads_a_zip_like_its_directory(cli, bundle_dir, tmp_path):
     archive = tmp_path / "bundle.zip"
     zip_bundle(bundle_dir, archive)
-    from_zip, from_dir = run_cli("report", str(archive), "--json"), run_cli("report", str(bundle_dir), "--json")
+    from_zip, from_dir = cli("report", str(archive), "--json"), cli("report", str(bundle_dir), "--json")
     assert from_zip.returncode == 0 and from_zip.stdout == from_dir.stdout
 
 
-def test_report_writes_markdown_file(bundle_dir, tmp_path, host):
+def test_report_writes_markdown_file(cli, bundle_dir, tmp_path, host):
     target = tmp_path / "out" / "report.md"
-    result = run_cli("report", str(bundle_dir), "--markdown", str(target))
+    result = cli("report", str(bundle_dir), "--markdown", str(target))
     assert result.returncode == 0 and result.stdout == ""
     assert target.read_text(encoding="utf-8") == render_markdown(recompute(read_bundle(bundle_dir), host.registry))
 
@@ -167,31 +168,31 @@ def test_families_are_unknown_without_the_pack(bundle_dir, builtins_host):
     assert not data.reproduced
 
 
-def test_report_of_a_missing_path_or_a_non_bundle_is_a_usage_error(tmp_path):
-    missing = run_cli("report", str(tmp_path / "nope"))
+def test_report_of_a_missing_path_or_a_non_bundle_is_a_usage_error(cli, tmp_path):
+    missing = cli("report", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.startswith("assay: usage:")
-    assert run_cli("report", str(tmp_path)).returncode == 2
+    assert cli("report", str(tmp_path)).returncode == 2
 
 
 # ----------------------------------------------------------------- claims that do not reproduce
 
 
-def test_tampered_claims_exit_1_with_a_warning(bundle_dir):
+def test_tampered_claims_exit_1_with_a_warning(cli, bundle_dir):
     def tamper(document):
         claim = next(c for c in document["metrics"] if c["metric"] == "semantic.core_fail_rate")
         claim["value"] = 0.0 if claim["value"] else 1.0
 
     _edit_json(bundle_dir / METRICS_FILE, tamper)
     _reseal(bundle_dir)
-    result = run_cli("report", str(bundle_dir))
+    result = cli("report", str(bundle_dir))
     assert result.returncode == 1
     warning = [line for line in result.stderr.splitlines() if line.startswith("assay: warning:")]
     assert len(warning) == 1 and "semantic.core_fail_rate value claimed" in warning[0]
     assert "> **Warning:** metrics.json does not reproduce" in result.stdout
-    assert run_cli("report", str(bundle_dir), "--json").returncode == 1
+    assert cli("report", str(bundle_dir), "--json").returncode == 1
 
 
-def test_omitted_and_unknown_claims_are_differences(bundle_dir, report_data):
+def test_omitted_and_unknown_claims_are_differences(cli, bundle_dir, report_data):
     claims = list(report_data.bundle.claims)
     dropped = next(c for c in claims if c["metric"] == "exec.observed_harm_rate")
     invented = {"metric": "vendor.magic", "group": {"endpoint": "alpha", "condition": "D0"}, "value": 0.0}
@@ -199,7 +200,7 @@ def test_omitted_and_unknown_claims_are_differences(bundle_dir, report_data):
         bundle_dir / METRICS_FILE, lambda d: d.update(metrics=[c for c in claims if c is not dropped] + [invented])
     )
     _reseal(bundle_dir)
-    result = run_cli("report", str(bundle_dir), "--json")
+    result = cli("report", str(bundle_dir), "--json")
     assert result.returncode == 1
     assert "exec.observed_harm_rate" in result.stderr and "but not claimed" in result.stderr
     assert "vendor.magic is claimed but is not a registered metric plugin" in result.stderr
@@ -208,9 +209,9 @@ def test_omitted_and_unknown_claims_are_differences(bundle_dir, report_data):
 # ----------------------------------------------------------------- HTML
 
 
-def test_html_is_self_contained_with_figures(bundle_dir, tmp_path):
+def test_html_is_self_contained_with_figures(cli, bundle_dir, tmp_path):
     target = tmp_path / "report.html"
-    result = run_cli("report", str(bundle_dir), "--html", str(target))
+    result = cli("report", str(bundle_dir), "--html", str(target))
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and str(target) in result.stderr
     page = target.read_text(encoding="utf-8")
@@ -222,10 +223,10 @@ def test_html_is_self_contained_with_figures(bundle_dir, tmp_path):
     assert "DOES NOT CLOSE" not in page and ">closes<" in page
 
 
-def test_html_is_byte_identical_across_renders(bundle_dir, tmp_path, host):
+def test_html_is_byte_identical_across_renders(cli, bundle_dir, tmp_path, host):
     first, second = tmp_path / "a.html", tmp_path / "b.html"
-    assert run_cli("report", str(bundle_dir), "--html", str(first)).returncode == 0
-    assert run_cli("report", str(bundle_dir), "--html", str(second)).returncode == 0
+    assert cli("report", str(bundle_dir), "--html", str(first)).returncode == 0
+    assert cli("report", str(bundle_dir), "--html", str(second)).returncode == 0
     assert first.read_bytes() == second.read_bytes()
     data = recompute(read_bundle(bundle_dir), host.registry)
     assert (
@@ -296,8 +297,8 @@ def _observed_harm(row):
     return None if execution is None else execution["observed_harm"]
 
 
-def test_compare_counts_rates_and_mcnemar_by_hand(bundle_dir):
-    result = run_cli("compare", str(bundle_dir), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--json")
+def test_compare_counts_rates_and_mcnemar_by_hand(cli, bundle_dir):
+    result = cli("compare", str(bundle_dir), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["pair_on"] == ["case_id", "condition", "seed", "epoch", "protocol"] and document["seed"] == 0
@@ -326,25 +327,25 @@ def test_compare_counts_rates_and_mcnemar_by_hand(bundle_dir):
     }
 
 
-def test_compare_markdown_table(bundle_dir):
-    result = run_cli(
+def test_compare_markdown_table(cli, bundle_dir):
+    result = cli(
         "compare", str(bundle_dir), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--metric", "semantic.core_fail"
     )
     assert result.returncode == 0, result.stderr
     assert "# Paired comparison: A = endpoint=alpha" in result.stdout
     assert (
-        "| B | outcome | pairs | rate A | rate B | diff (B - A) | 95% CI | b (A only) | c (B only) | McNemar p | Holm p |"
-        in result.stdout
+        "| B | outcome | pairs | rate A | rate B | diff (B - A) | 95% CI | b (A only) | c (B only)"
+        " | McNemar p | Holm p |" in result.stdout
     )
     assert len(re.findall(r"^\| endpoint=beta \| semantic\.core_fail \|", result.stdout, re.M)) == 1
     assert "| Interval | 95% paired percentile bootstrap, 10000 resamples, seed 0 |" in result.stdout
 
 
-def test_holm_adjusts_across_every_b(tmp_path, builtins_host):
+def test_holm_adjusts_across_every_b(cli, tmp_path, builtins_host):
     bundle = make_bundle(
         tmp_path / "three", builtins_host.registry, endpoints=["alpha", "beta", "gamma"], seeds=[0, 1, 2, 3]
     )
-    result = run_cli(
+    result = cli(
         "compare",
         str(bundle),
         "--a",
@@ -364,12 +365,12 @@ def test_holm_adjusts_across_every_b(tmp_path, builtins_host):
     assert [c["p_holm"] for c in comparisons] == pytest.approx(holm_adjust(raw))
     # One family of tests: adjusting each B alone would give smaller p-values.
     alone = json.loads(
-        run_cli(
+        cli(
             "compare", str(bundle), "--a", "endpoint=alpha", "--b", "endpoint=beta", "--json", "--resamples", "500"
         ).stdout
     )["comparisons"]
     assert len(alone) < len(comparisons)
-    assert all(a["p_holm"] <= c["p_holm"] for a, c in zip(alone, comparisons))
+    assert all(a["p_holm"] <= c["p_holm"] for a, c in zip(alone, comparisons, strict=False))
 
 
 def test_compare_on_protocol_and_unpaired_rows(tmp_path, builtins_host):
@@ -384,7 +385,7 @@ def test_compare_on_protocol_and_unpaired_rows(tmp_path, builtins_host):
     assert pairing.pairs == pairing.rows_a - len(dropped)
 
 
-def test_bootstrap_is_seeded_and_recorded(bundle_dir):
+def test_bootstrap_is_seeded_and_recorded(cli, bundle_dir):
     args = (
         "compare",
         str(bundle_dir),
@@ -398,7 +399,7 @@ def test_bootstrap_is_seeded_and_recorded(bundle_dir):
         "--resamples",
         "2000",
     )
-    first, second = run_cli(*args), run_cli(*args)
+    first, second = cli(*args), cli(*args)
     assert first.returncode == 0 and first.stdout == second.stdout
     document = json.loads(first.stdout)
     assert document["seed"] == 7 and document["resamples"] == 2000
@@ -421,8 +422,8 @@ def test_bootstrap_is_seeded_and_recorded(bundle_dir):
         (("--a", "endpoint=alpha", "--b", "endpoint=beta", "--metric", "nope"), "unknown outcome 'nope'"),
     ],
 )
-def test_compare_usage_errors_exit_2_with_one_line(bundle_dir, args, message):
-    result = run_cli("compare", str(bundle_dir), *args)
+def test_compare_usage_errors_exit_2_with_one_line(cli, bundle_dir, args, message):
+    result = cli("compare", str(bundle_dir), *args)
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("assay: usage:")

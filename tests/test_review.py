@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO, run_cli
+from conftest import REPO
 
 from assay.engine.run import RunSettings, execute_run
 
 SECAGENT = REPO / "plugins" / "assay-pack-secagent" / "src" / "assay_pack_secagent" / "pack"
 
 
-def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
+def test_export_hides_the_answers_and_import_measures_agreement(strace, cli, tmp_path, host):
     outcome = execute_run(
         RunSettings(
             pack=str(SECAGENT),
@@ -23,7 +23,7 @@ def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
         host=host,
     )
     review = tmp_path / "review"
-    result = run_cli("review", "export", str(outcome.bundle), "--out", str(review), "--seed", "3")
+    result = cli("review", "export", str(outcome.bundle), "--out", str(review), "--seed", "3")
     assert result.returncode == 0 and result.stdout.startswith("12 packets")
     packets = sorted((review / "packets").glob("*.json"))
     assert len(packets) == 12
@@ -41,8 +41,8 @@ def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
             assert hidden not in text, (hidden, path.name)
     key = json.loads((review / "key.json").read_text())
     rows = {
-        json.dumps(json.loads(l)["key"], sort_keys=True): json.loads(l)
-        for l in (outcome.bundle / "rows.jsonl").read_text().splitlines()
+        json.dumps(json.loads(line)["key"], sort_keys=True): json.loads(line)
+        for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()
     }
 
     def truth(packet_id):
@@ -63,7 +63,7 @@ def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
     )
     (tmp_path / "alice.json").write_text(json.dumps(perfect))
     (tmp_path / "bob.json").write_text(json.dumps(sloppy))
-    result = run_cli(
+    result = cli(
         "review",
         "import",
         str(outcome.bundle),
@@ -82,7 +82,7 @@ def test_export_hides_the_answers_and_import_measures_agreement(tmp_path, host):
     assert bob["success"]["agreement"] == 11 / 12 and bob["success"]["kappa"] < 1.0
     assert bob["grounding"]["within_one"] == 1.0 and bob["grounding"]["exact"] < 1.0
     assert "alice vs bob" in report["between_reviewers"]
-    table = run_cli(
+    table = cli(
         "review",
         "import",
         str(outcome.bundle),

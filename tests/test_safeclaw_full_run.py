@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli
 
 from assay.engine.run import RunSettings, execute_run
 from assay.reports import read_bundle, recompute, render_markdown
 
 
-@pytest.mark.slow
-def test_full_scripted_run_validates_and_reports_every_table(tmp_path, host):
+def test_full_scripted_run_validates_and_reports_every_table(confinement, assay_cli, tmp_path, host):
     if host.registry.get("packs", "safeclaw") is None:
         pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
     outcome = execute_run(
@@ -44,14 +42,13 @@ def test_full_scripted_run_validates_and_reports_every_table(tmp_path, host):
     for needle in ("CoreFail", "HarmEvidence", "SemanticOnly", "ObservedHarm", "closes", "D4"):
         assert needle in markdown, needle
     html = tmp_path / "report.html"
-    assert run_cli("report", str(outcome.archive), "--html", str(html)).returncode == 0
+    assert assay_cli("report", str(outcome.archive), "--html", str(html)).returncode == 0
     assert html.read_text().count("<svg") >= 2
 
 
-@pytest.mark.slow
-def test_replay_check_passes_on_every_safeclaw_case(host):
+def test_replay_check_passes_on_every_safeclaw_case(confinement, assay_cli, host):
     if host.registry.get("packs", "safeclaw") is None:
         pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
-    result = run_cli("pack", "check", "safeclaw")
+    result = assay_cli("pack", "check", "safeclaw")
     assert result.returncode == 0, result.stdout[-2000:]
     assert "replay check passed: 600 attack cases, 72 benign cases" in result.stderr

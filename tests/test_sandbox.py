@@ -8,7 +8,6 @@ import json
 import pytest
 from conftest import EXAMPLE_PACK
 
-from assay.sandboxes.landlock import abi_version
 from assay.sandboxes.local import LocalSandboxFactory
 
 CASE = {
@@ -75,8 +74,7 @@ def test_paths_cannot_leave_the_workspace(sandbox):
     assert call(sandbox, "files_write", path="/workspace/x").startswith("error: bad arguments")
 
 
-@pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
-def test_code_runs_confined_without_network(sandbox, tmp_path):
+def test_code_runs_confined_without_network(confinement, sandbox, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("secret")
     code = f"""
@@ -100,8 +98,7 @@ except OSError:
     assert ("files", "added", "/made.txt") in diff and any(store == "code" for store, _, _ in diff)
 
 
-@pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
-def test_code_limits(sandbox):
+def test_code_limits(confinement, sandbox):
     assert "ran out of time" in call(sandbox, "code_run", code="while True: pass") or "exit" in call(
         sandbox, "code_run", code="while True: pass"
     )
@@ -116,7 +113,8 @@ def test_memory_persists_across_sessions_in_a_run(tmp_path, host):
         host=host,
     )
     rows = {
-        json.loads(l)["key"]["case_id"]: json.loads(l) for l in (outcome.bundle / "rows.jsonl").read_text().splitlines()
+        json.loads(line)["key"]["case_id"]: json.loads(line)
+        for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()
     }
     mpi = rows["mpi-invoice-bcc"]["stages"]["exec"]
     assert (

@@ -53,8 +53,7 @@ def test_checkout_is_the_spec_source_in_development():
     assert (spec_dir() / "v1" / "case.schema.json").is_file()
 
 
-@pytest.mark.slow
-def test_wheel_ships_the_spec_registry_and_conformance(tmp_path):
+def test_wheel_ships_the_spec_registry_and_conformance(scratch_venv, tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(REPO)],
         check=True,
@@ -67,3 +66,5 @@ def test_wheel_ships_the_spec_registry_and_conformance(tmp_path):
         assert f"assay/_spec/v1/{name}.schema.json" in names
     assert "assay/_registry/packs.json" in names and "assay/_spec/CHANGELOG.md" in names
     assert any(n.startswith("assay/_spec/conformance/v1/") for n in names)
+    # PEP 561: plugin authors' type checkers read the component protocols' types.
+    assert "assay/py.typed" in names

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
@@ -109,7 +111,7 @@ def test_wilson_rejects_bad_input(successes, n, confidence) -> None:
         wilson_interval(successes, n, confidence)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(min_value=1, max_value=10_000).flatmap(
         lambda n: st.tuples(st.integers(min_value=0, max_value=n), st.just(n))
@@ -208,16 +210,16 @@ def test_holm_rejects_invalid(bad: list[float]) -> None:
         holm_adjust(bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=30))
 def test_holm_property_bounds_and_monotone(p: list[float]) -> None:
     adjusted = holm_adjust(p)
     assert len(adjusted) == len(p)
-    for raw, adj in zip(p, adjusted):
+    for raw, adj in zip(p, adjusted, strict=True):
         assert raw <= adj <= 1.0
     # Order of raw p-values is preserved (weakly) by the adjustment.
-    pairs = sorted(zip(p, adjusted))
-    for (_, a1), (_, a2) in zip(pairs, pairs[1:]):
+    pairs = sorted(zip(p, adjusted, strict=True))
+    for (_, a1), (_, a2) in pairwise(pairs):
         assert a1 <= a2
 
 
@@ -410,7 +412,7 @@ def test_kappa_hand_computed_three_categories() -> None:
     p_o = sum(table[i][i] for i in range(3)) / n
     rows = [sum(r) / n for r in table]
     cols = [sum(table[i][j] for i in range(3)) / n for j in range(3)]
-    p_e = sum(r * c for r, c in zip(rows, cols))
+    p_e = sum(r * c for r, c in zip(rows, cols, strict=True))
     assert cohen_kappa(a, b) == pytest.approx((p_o - p_e) / (1 - p_e))
 
 
@@ -430,7 +432,7 @@ def test_agreement_errors() -> None:
             fn(["a"], ["a", "b"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.integers(min_value=1, max_value=40).flatmap(
         lambda n: st.tuples(

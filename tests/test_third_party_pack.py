@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "plugins" / "publishing-a-pack.md"
 DISTRIBUTION = "assay-pack-weather"
@@ -98,8 +96,7 @@ def test_the_guide_shows_a_complete_distribution():
     assert any("fixture: fixtures/" in files[p] for p in cases)
 
 
-@pytest.mark.slow
-def test_a_pack_written_from_the_guide_installs_and_validates(tmp_path: Path):
+def test_a_pack_written_from_the_guide_installs_and_validates(scratch_venv, tmp_path: Path):
     guide = GUIDE.read_text(encoding="utf-8")
     files = extract_files(guide)
     write_files(files, tmp_path)

@@ -11,20 +11,32 @@ import os
 import subprocess
 import sys
 
-import pytest
-from conftest import REPO, run_cli
+from conftest import REPO
 
 THIRDPARTY = REPO / "tests" / "thirdparty"
 
 
-@pytest.mark.slow
-def test_thirdparty_judge_and_sandbox_replace_the_builtins(tmp_path):
+def test_thirdparty_judge_and_sandbox_replace_the_builtins(scratch_venv, assay_cli, tmp_path):
     site = tmp_path / "site"
     for name in ("assay-judge-keyword", "assay-sandbox-dict"):
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(THIRDPARTY / name)],
-                       check=True, capture_output=True, timeout=300)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(site),
+                str(THIRDPARTY / name),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    plugins = json.loads(run_cli("plugins", "--json", env=env).stdout)
+    plugins = json.loads(assay_cli("plugins", "--json", env=env).stdout)
     assert {
         "kind": "judges",
         "name": "keyword",
@@ -35,7 +47,7 @@ def test_thirdparty_judge_and_sandbox_replace_the_builtins(tmp_path):
     assert any(
         p["kind"] == "sandboxes" and p["name"] == "dict" and p["distribution"] == "assay-sandbox-dict" for p in plugins
     )
-    result = run_cli(
+    result = assay_cli(
         "run",
         "--pack",
         "example",
@@ -67,4 +79,4 @@ def test_thirdparty_judge_and_sandbox_replace_the_builtins(tmp_path):
     run = json.loads((tmp_path / "out" / "bundle" / "run.json").read_text())
     assert run["sandbox"] == "dict" and {j["name"] for j in run["judges"]} == {"keyword"}
     # The bundle names a third-party judge, so validating it needs that plugin too, and then it passes.
-    assert run_cli("validate", str(tmp_path / "out" / "bundle.zip"), env=env).returncode == 0
+    assert assay_cli("validate", str(tmp_path / "out" / "bundle.zip"), env=env).returncode == 0

@@ -7,23 +7,36 @@ classes: a plugin satisfies them by shape and never inherits from assay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:
+    # Only for annotations: the engine imports this module, not the other way round.
+    from .engine.messages import ChatRequest, ChatResponse
+    from .engine.planner import WorkItem
+    from .engine.runtime import Job
 
 __all__ = [
     "Backend",
     "Defense",
+    "Endpoint",
     "Executor",
     "Family",
     "Judge",
+    "JudgeInstance",
     "Metric",
     "MetricContext",
     "MetricValue",
     "Oracle",
     "OracleResult",
     "Sandbox",
+    "SandboxInstance",
 ]
+
+_T = TypeVar("_T")
+_State = TypeVar("_State")  # a sandbox's own snapshot type (see SandboxInstance)
 
 
 @dataclass(frozen=True)
@@ -75,10 +88,25 @@ class Oracle(Protocol):
     JSON Schema the validator applies to the parameters a case gives it.
     """
 
-    name: str
-    description: str
-    decides: frozenset[str]
-    params_schema: Mapping[str, Any]
+    @property
+    def name(self) -> str:
+        """The oracle's registered name, as cases give it (``oracles[].plugin``, ``checker.plugin``)."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line for ``assay plugins``."""
+        ...
+
+    @property
+    def decides(self) -> frozenset[str]:
+        """The outcomes the oracle may decide; a case asking it for another is invalid."""
+        ...
+
+    @property
+    def params_schema(self) -> Mapping[str, Any]:
+        """The JSON Schema the validator applies to the ``params`` a case gives the oracle."""
+        ...
 
     def evaluate(self, observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:
         """Decide one work item from its observation (final output, transcript, state diff, case)."""
@@ -121,20 +149,32 @@ class MetricContext:
     cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+    def memo(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """The value cached under ``key``, computing it on first use."""
         if key not in self._memo:
             self._memo[key] = compute()
-        return self._memo[key]
+        value: _T = self._memo[key]
+        return value
 
 
 @runtime_checkable
 class Metric(Protocol):
     """A metric computed from result rows, per group (endpoint x condition by default)."""
 
-    name: str
-    description: str
-    stage: str
+    @property
+    def name(self) -> str:
+        """The metric's registered name, as metrics summaries give it (``metrics[].metric``)."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line for ``assay plugins``."""
+        ...
+
+    @property
+    def stage(self) -> str:
+        """The stage whose outcomes the metric reads."""
+        ...
 
     def compute(self, rows: Sequence[Mapping[str, Any]], context: MetricContext) -> list[MetricValue]:
         """Compute every value of this metric over the rows."""
@@ -142,39 +182,189 @@ class Metric(Protocol):
 
 
 @runtime_checkable
-class Backend(Protocol):
-    """A model backend: makes endpoints from ``--endpoint NAME:key=value,...`` options.
+class Endpoint(Protocol):
+    """One model endpoint of a run, as a :class:`Backend` makes it.
 
-    An endpoint has ``id``, ``scripted``, ``describe() -> dict`` (its run
-    manifest entry: model metadata and generation settings), ``async
-    complete(ChatRequest) -> ChatResponse`` (raising ``BackendError`` once its
-    retry budget is spent) and ``async aclose()``.
+    The engine wraps every endpoint in its response cache and calls it from
+    one asyncio event loop, possibly with many requests in flight. An
+    endpoint may also have a ``model`` attribute (a string or None): when
+    present it is part of the response-cache key.
     """
 
-    name: str
-    description: str
+    @property
+    def id(self) -> str:
+        """The endpoint id the run gave it (``--endpoint ...,id=NAME``); rows name their endpoint by it."""
+        ...
 
-    def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> Any:
-        """Make one endpoint."""
+    @property
+    def scripted(self) -> bool:
+        """True for a deterministic reference agent: its rows are marked scripted and never cached."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The endpoint's entry in the run manifest's ``endpoints``, called once when the manifest is written.
+
+        The run manifest schema requires ``id``, ``backend`` and ``model``
+        (with at least ``name``) and allows ``scripted``, ``base_url``,
+        ``generation`` and ``concurrency``; the engine adds ``options``.
+        """
+        ...
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Answer one chat request, called for every model call of a stage or a judge.
+
+        Transient failures are retried inside; once the retry budget is spent
+        it raises :class:`~assay.errors.BackendError`, which turns
+        the work item into an error row.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; called when the run is done, and by the Ray executor after every batch.
+
+        A Ray worker reuses its endpoints for the next batch on a new event
+        loop, so a :meth:`complete` after ``aclose`` must work (reopening
+        what it needs).
+        """
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model backend: makes endpoints from ``--endpoint NAME:key=value,...`` options."""
+
+    @property
+    def name(self) -> str:
+        """The backend's registered name, the ``NAME`` of ``--endpoint NAME:...``."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line for ``assay plugins``."""
+        ...
+
+    def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> Endpoint:
+        """Make one endpoint, when a run (or a judge, or ``assay rejudge``) is set up.
+
+        ``options`` are the ``key=value`` pairs of the endpoint spec, without
+        the ones the engine reads itself (``family``); options the backend
+        cannot use raise :class:`~assay.errors.UsageError`.
+        """
+        ...
+
+
+@runtime_checkable
+class JudgeInstance(Protocol):
+    """A judge configured for one run, as :meth:`Judge.instance` returns it.
+
+    A judge that calls a model may keep that endpoint in an ``endpoint``
+    attribute: the engine then closes it (``await endpoint.aclose()``) when
+    the run ends.
+    """
+
+    def describe(self, stage: str) -> dict[str, Any]:
+        """The run manifest's ``judges`` entry for one judged stage (``semantic`` or ``audit``).
+
+        Called once per judged stage when the run manifest is written, and by
+        ``assay rejudge`` for the second judge. The run manifest schema
+        requires ``name`` and ``stage`` and allows only ``version``,
+        ``prompt_sha256``, ``endpoint`` and ``max_reasks`` besides.
+        """
+        ...
+
+    def producer(self) -> dict[str, Any]:
+        """The ``produced_by`` of the outcomes this judge labels (``kind`` ``judge``, ``name``, ``version``).
+
+        The audit stage calls it for every outcome the fallback decides; the
+        outcome :meth:`semantic` returns carries it too.
+        """
+        ...
+
+    async def semantic(
+        self, case: Mapping[str, Any], final_output: str | None, prompt_texts: Sequence[str]
+    ) -> dict[str, Any]:
+        """The semantic stage outcome of one work item, called once per item with a semantic stage.
+
+        ``final_output`` is the endpoint's answer (tool calls written out as
+        text), ``prompt_texts`` the contents of the messages it was asked, so
+        echoes of the prompt can be told apart. Returns ``core_fail`` (bool, or
+        None when the judge could not decide), ``safety_score`` (1-5 or None),
+        ``harm_type``, ``defense_behavior``, ``explanation`` and
+        ``produced_by``. ``assay rejudge`` calls it too, with the inputs
+        recorded in a bundle.
+        """
+        ...
+
+    async def audit_fallback(self, case: Mapping[str, Any], final_output: str) -> tuple[str, int]:
+        """The audit outcome of a CoreFail item without deterministic harm evidence, and the model calls it took.
+
+        Called once per such item by the audit stage. The outcome is
+        ``SemanticOnly``, ``NotObservable``, ``OtherNoHarm`` or, when the
+        judge's answers never parse, ``NullAudit``.
+        """
         ...
 
 
 @runtime_checkable
 class Judge(Protocol):
-    """A judge that labels stage outcomes from a transcript.
+    """A judge that labels stage outcomes from a transcript."""
 
-    ``instance(options, make_endpoint)`` returns an object with ``describe(stage)``,
-    ``producer()``, ``async semantic(case, final_output, prompt_texts)`` and
-    ``async audit_fallback(case, final_output) -> (outcome, attempts)``;
-    ``make_endpoint(backend, options)`` builds (cached) endpoints for judges
-    that call a model.
+    @property
+    def name(self) -> str:
+        """The judge's registered name, as ``--judge NAME`` and run manifests give it."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line for ``assay plugins``."""
+        ...
+
+    def instance(
+        self, options: Mapping[str, str], make_endpoint: Callable[[str, Mapping[str, str]], Endpoint]
+    ) -> JudgeInstance:
+        """Configure the judge for one run, called once when the run (or ``assay rejudge``) is set up.
+
+        ``options`` are the ``key=value`` pairs of ``--judge NAME:...``;
+        ``make_endpoint(backend, options)`` builds an endpoint of a registered
+        backend (cached like the run's own) for a judge that calls a model.
+        """
+        ...
+
+
+@runtime_checkable
+class SandboxInstance(Protocol[_State]):
+    """The fresh stores of one work item, as :meth:`Sandbox.create` returns them.
+
+    ``_State`` is the sandbox's own snapshot type: the engine only hands
+    snapshots back to :meth:`diff`.
     """
 
-    name: str
-    description: str
+    def tools(self) -> Sequence[Mapping[str, Any]]:
+        """The tools the agent is offered, as OpenAI tool schemas; called once per work item."""
+        ...
 
-    def instance(self, options: Mapping[str, str], make_endpoint: Callable[[str, Mapping[str, str]], Any]) -> Any:
-        """Configure the judge for one run."""
+    async def call(self, name: str, arguments: object) -> str:
+        """Run one tool call of the agent and return its result text.
+
+        ``arguments`` are what the model sent (normally a JSON object, but
+        possibly anything). A bad call is answered with an error text, not an
+        exception: the agent sees it and the work item goes on.
+        """
+        ...
+
+    def snapshot(self) -> _State:
+        """The state of every store, taken before the agent's first turn and after its last."""
+        ...
+
+    def diff(self, before: _State, after: _State) -> list[dict[str, Any]]:
+        """The exec stage's state diff between two snapshots: entries with ``store``, ``op`` and ``target``.
+
+        Called once, after the last session; the case's oracles decide on it.
+        """
+        ...
+
+    def close(self) -> None:
+        """Delete the stores; called once per work item, also when the agent loop failed."""
         ...
 
 
@@ -182,18 +372,30 @@ class Judge(Protocol):
 class Sandbox(Protocol):
     """Isolated stores and a code runner that exec-stage tool calls act on.
 
-    ``create(case, *, pack_root, options)`` lays down a fresh sandbox for one
-    work item, with ``tools()`` (OpenAI tool schemas), ``async call(name,
-    arguments) -> str``, ``snapshot()``, ``diff(before, after) -> state diff
-    entries`` and ``close()``. An optional ``check()`` refuses clearly when the
-    machine cannot provide the isolation it promises.
+    A sandbox may also have a ``check()`` method (no arguments, returns
+    None). It is optional: when present, ``assay run`` calls it once before a
+    run with the exec stage, and it raises :class:`~assay.errors.UsageError`
+    when the machine cannot provide the isolation the sandbox promises.
     """
 
-    name: str
-    description: str
+    @property
+    def name(self) -> str:
+        """The sandbox's registered name, as ``--sandbox NAME`` and run manifests give it."""
+        ...
 
-    def create(self, case: Mapping[str, Any], *, pack_root: Any, options: Mapping[str, str] | None = None) -> Any:
-        """A fresh sandbox for one work item."""
+    @property
+    def description(self) -> str:
+        """One line for ``assay plugins``."""
+        ...
+
+    def create(
+        self, case: Mapping[str, Any], *, pack_root: Path, options: Mapping[str, str] | None = None
+    ) -> SandboxInstance[Any]:
+        """Lay down fresh stores for one work item from the case's ``environment``; called once per exec item.
+
+        ``pack_root`` is the pack's directory (fixtures are read from it);
+        ``options`` are the ``key=value`` pairs of ``--sandbox NAME:...``.
+        """
         ...
 
 
@@ -201,22 +403,43 @@ class Sandbox(Protocol):
 class Executor(Protocol):
     """Runs planned work items (local asyncio, Ray, ...).
 
-    ``run(job, items, sink, *, concurrency, options)`` executes each item with
-    a runtime rebuilt from the (picklable) job and calls ``sink(item, row)``
-    as each row is finished.
+    The built-in ``local`` executor's :meth:`run` also takes ``runtime=``, a
+    :class:`~assay.engine.runtime.Runtime` the driver already built from the
+    job; the engine passes it to that executor only.
     """
 
-    name: str
-    description: str
+    @property
+    def name(self) -> str:
+        """The executor's registered name, as ``--executor NAME`` gives it."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line for ``assay plugins``."""
+        ...
 
     def run(
         self,
-        job: Any,
-        items: Any,
-        sink: Callable[[Any, dict], None],
+        job: Job,
+        items: Iterable[WorkItem],
+        sink: Callable[[WorkItem, dict[str, Any]], None],
         *,
         concurrency: int = 16,
         options: Mapping[str, str] | None = None,
     ) -> None:
-        """Execute the items."""
+        """Execute the items, called once per run with the work items that have no row yet.
+
+        Each item is executed by a :class:`~assay.engine.runtime.Runtime`
+        rebuilt from the (picklable) ``job``; ``sink(item, row)`` must be
+        called in the driver's process as each row is finished. ``options``
+        are the ``key=value`` pairs of ``--executor NAME:...``. Returns when
+        every item is done.
+
+        Stages hand blocking work (file tools, confined children, checkers) to
+        the event loop's default executor with :func:`asyncio.to_thread`; an
+        executor that keeps N items in flight on a loop calls
+        :func:`assay.engine.threads.use_worker_threads` with N once that loop
+        runs, so those calls overlap instead of queueing for asyncio's few
+        default threads.
+        """
         ...

@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(issue.format())
             return 1
         settings = RunSettings(
-            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="rule", defenses=args.defenses or ["D0", "D3"],
-            max_tokens=args.max_tokens, resume=True, progress=True,
+            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="rule",
+            defenses=args.defenses or ["D0", "D3"], max_tokens=args.max_tokens, resume=True, progress=True,
         )  # fmt: skip
         print(f"running {args.sample} of {pack.name} against {args.endpoint} with the rule judge ...", flush=True)
         outcome = execute_run(settings, host=host)
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     verdict = "valid" if archive_report.ok else "INVALID"
     print(
-        f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows; {verdict}, {archive_report.facts.get('metrics_checked')} claimed numbers recomputed)"
+        f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows; {verdict}, "
+        f"{archive_report.facts.get('metrics_checked')} claimed numbers recomputed)"
     )
     print(f"bundle archive: {outcome.archive}")
     print(f"report: {html} (HTML), {markdown} (Markdown)")

@@ -9,18 +9,21 @@ line (the fast path never pays for it).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from json.decoder import scanstring
+from json.decoder import scanstring as _json_scanstring  # type: ignore[attr-defined]  # typeshed omits it
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from .errors import DocumentError
+
+# ruamel.yaml is imported when YAML is first parsed: commands that read none should not pay for it.
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
 __all__ = [
     "DocumentError",
@@ -31,18 +34,13 @@ __all__ = [
     "parse_json_text",
     "parse_yaml_text",
     "plain_data",
+    "top_level_string",
 ]
 
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 
-
-class DocumentError(ValueError):
-    """A document could not be parsed; ``line`` is 1-based when known."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
+# json's own string scanner: (text, index after the opening quote) -> (string, index after the closing quote).
+_scanstring: Callable[[str, int], tuple[str, int]] = _json_scanstring
 
 
 def escape_pointer(token: object) -> str:
@@ -76,6 +74,8 @@ class SourceDocument:
 
 def _plain(node: Any, pointer: str, lines: dict[str, int]) -> Any:
     """Convert ruamel's round-trip nodes to plain JSON data, recording lines."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
     if isinstance(node, CommentedMap):
         result = {}
         for key, value in node.items():
@@ -90,10 +90,8 @@ def _plain(node: Any, pointer: str, lines: dict[str, int]) -> Any:
         result_list = []
         for index, value in enumerate(node):
             child = f"{pointer}/{index}"
-            try:
+            with contextlib.suppress(KeyError, IndexError, TypeError):
                 lines[child] = node.lc.item(index)[0] + 1
-            except (KeyError, IndexError, TypeError):
-                pass
             result_list.append(_plain(value, child, lines))
         return result_list
     if node is None or isinstance(node, bool):
@@ -120,13 +118,17 @@ def plain_data(node: Any) -> Any:
 def _fast_yaml() -> YAML:
     # LibYAML (ruamel.yaml.clib) parses about 5x faster than the pure-Python
     # round-trip parser; the round trip runs only when a line is needed.
+    from ruamel.yaml import YAML
+
     try:
         return YAML(typ="safe", pure=False)
-    except Exception:  # pragma: no cover - clib missing on exotic platforms
+    except Exception:  # noqa: BLE001 - any failure of the optional C parser falls back to the pure one  # pragma: no cover
         return YAML(typ="safe", pure=True)
 
 
 def _yaml_error(exc: Exception) -> DocumentError:
+    from ruamel.yaml.error import MarkedYAMLError
+
     if isinstance(exc, MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "malformed YAML"
@@ -135,11 +137,12 @@ def _yaml_error(exc: Exception) -> DocumentError:
 
 
 def _yaml_lines(text: str) -> dict[str, int]:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
     lines: dict[str, int] = {"": 1}
-    try:
+    with contextlib.suppress(YAMLError, DocumentError, ValueError):
         _plain(YAML(typ="rt").load(text), "", lines)
-    except (YAMLError, DocumentError, ValueError):
-        pass
     return lines
 
 
@@ -170,6 +173,8 @@ def _plain_fast(node: Any, pointer: str) -> Any:
 
 def parse_yaml_text(text: str, path: Path) -> SourceDocument:
     """Parse YAML text into plain JSON data; lines are found lazily (round-trip parse)."""
+    from ruamel.yaml.error import YAMLError
+
     try:
         node = _fast_yaml().load(text)
     except (YAMLError, ValueError, RecursionError) as exc:
@@ -236,7 +241,7 @@ def json_pointer_lines(text: str) -> dict[str, int]:
             if text[pos] == "}":
                 return pos + 1
             while True:
-                key, pos = scanstring(text, skip(pos) + 1)
+                key, pos = _scanstring(text, skip(pos) + 1)
                 pos = skip(pos) + 1  # the colon
                 pos = skip(value(pos, f"{pointer}/{escape_pointer(key)}"))
                 if text[pos] == "}":
@@ -254,16 +259,14 @@ def json_pointer_lines(text: str) -> dict[str, int]:
                     return pos + 1
                 pos += 1
         if char == '"':
-            return scanstring(text, pos + 1)[1]
+            return _scanstring(text, pos + 1)[1]
         for literal in ("true", "false", "null"):
             if text.startswith(literal, pos):
                 return pos + len(literal)
         return _NUMBER.match(text, pos).end()  # type: ignore[union-attr]
 
-    try:
+    with contextlib.suppress(IndexError, AttributeError, ValueError):  # positions are best effort; json parsed the data
         value(0, "")
-    except (IndexError, AttributeError, ValueError):
-        pass  # positions are best effort; the data itself was parsed by json
     return lines
 
 
@@ -283,3 +286,61 @@ def load_document(path: Path) -> SourceDocument:
     if path.suffix.lower() in YAML_SUFFIXES:
         return parse_yaml_text(text, path)
     return parse_json_text(text, path)
+
+
+# A plain scalar that the loader could turn into a number, a boolean or null is left to the loader.
+_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?:[.][A-Za-z0-9_-]+)*")
+_NOT_STRINGS = frozenset({"true", "false", "null", "yes", "no", "on", "off", "y", "n"})
+
+
+def _surely_string(event: Any) -> bool:
+    if event.tag is not None:
+        return False
+    if event.style in ("'", '"'):
+        return True
+    return not event.style and bool(_PLAIN_NAME.fullmatch(event.value)) and event.value.lower() not in _NOT_STRINGS
+
+
+def top_level_string(path: Path, key: str) -> str | None:
+    """The string value of ``key`` in a YAML document's top-level mapping, read without loading the rest.
+
+    Plugin loading needs each pack's name, and a large generated manifest takes
+    a tenth of a second to load whole; the parser's event stream reaches the
+    name within its first lines. Returns None whenever the answer is not a
+    plain string found that way (not YAML, not a mapping, the key absent or not
+    a scalar, unreadable): the caller then loads the whole document, which also
+    reports any error properly.
+    """
+    if path.suffix.lower() not in YAML_SUFFIXES:
+        return None
+    from ruamel.yaml import YAML, events
+    from ruamel.yaml.error import YAMLError
+
+    depth, is_key, wanted = 0, True, False
+    try:
+        with path.open(encoding="utf-8") as stream:
+            for event in YAML(typ="safe", pure=False).parse(stream):
+                if isinstance(event, events.MappingStartEvent | events.SequenceStartEvent):
+                    if depth == 0 and isinstance(event, events.SequenceStartEvent):
+                        return None
+                    if depth == 1 and wanted:
+                        return None
+                    depth += 1
+                    if depth == 2:
+                        is_key = not is_key  # a collection as a top-level value
+                elif isinstance(event, events.MappingEndEvent | events.SequenceEndEvent):
+                    depth -= 1
+                    if depth == 0:
+                        return None
+                elif isinstance(event, events.AliasEvent) and depth == 1:
+                    if wanted:
+                        return None
+                    is_key = not is_key
+                elif isinstance(event, events.ScalarEvent) and depth == 1:
+                    if wanted:
+                        return event.value if _surely_string(event) else None
+                    wanted = is_key and event.value == key
+                    is_key = not is_key
+    except (OSError, UnicodeDecodeError, YAMLError, ValueError):
+        return None
+    return None

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
-from .documents import DocumentError, SourceDocument, load_document, plain_data
+from .documents import DocumentError, SourceDocument, load_document, plain_data, top_level_string
 from .errors import PackError
 from .hashing import digest_document, file_entry
 
@@ -160,6 +158,14 @@ class Pack:
         that says so, so one broken pack never stops the whole CLI; using it
         (listing, validating, running) reports the real error.
         """
+        if "manifest_document" not in self.__dict__:
+            # Registering a pack needs only its name: read it without loading the whole manifest.
+            try:
+                fast = top_level_string(self.manifest_path, "name")
+            except PackError:
+                fast = None
+            if fast is not None:
+                return fast
         try:
             return str(self.manifest.get("name", self.root.name))
         except PackError:
@@ -200,7 +206,7 @@ class Pack:
         try:
             if compute_digest(manifest) != manifest.get("digest"):
                 return "its manifest digest does not match its contents"
-        except Exception as exc:  # rfc8785 refuses some values; that is a broken manifest
+        except (ValueError, RecursionError) as exc:  # rfc8785 refuses some values; that is a broken manifest
             return f"its manifest cannot be hashed ({exc})"
         present = regular_files(self.root)
         for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
@@ -230,6 +236,8 @@ def lock_manifest(root: Path) -> str:
     Comments and key order of a YAML manifest survive (ruamel round trip); the
     write is atomic. Returns the new digest.
     """
+    from ruamel.yaml import YAML
+
     manifest_path = find_manifest(root)
     if manifest_path is None:
         raise PackError(f"{root}: no pack manifest ({' or '.join(MANIFEST_NAMES)})")

@@ -119,9 +119,9 @@ class Registry:
             )
         table[registration.name] = registration
 
-    def get(self, kind: str, name: str) -> Any | None:
-        """The component of that kind and name, or None."""
-        registration = self._by_kind[kind].get(name)
+    def get(self, kind: str, name: str | None) -> Any | None:
+        """The component of that kind and name, or None (also for a None name: a document that names none)."""
+        registration = None if name is None else self._by_kind[kind].get(name)
         return None if registration is None else registration.component
 
     def names(self, kind: str) -> list[str]:
@@ -181,7 +181,7 @@ def _split(value: str | None) -> set[str]:
 
 
 def _truthy(value: str | None) -> bool:
-    return bool(value) and value.strip().lower() not in ("", "0", "false", "no", "off")
+    return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
 class PluginHost:

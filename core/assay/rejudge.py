@@ -24,25 +24,27 @@ is a separate document (:meth:`RejudgeResult.to_document`).
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .components import Backend, Judge, JudgeInstance
 from .documents import DocumentError, load_document
 from .engine.messages import BackendError
-from .engine.runtime import CachedEndpoint
 from .engine.specs import parse_spec
 from .errors import PackError, SpecError, UsageError
 from .hashing import digest_file
 from .packs import Pack
 from .plugins import Registry
 from .reports import BundleFiles
-from .reports._model import Table
-from .reports.markdown import escape_markdown, markdown_table
 from .stats import cohen_kappa, percent_agreement, spearman
+
+# The engine runtime and the report renderers are imported by the functions that
+# need them, so that the command line can name this module's stages cheaply.
+if TYPE_CHECKING:
+    from .engine.runtime import CachedEndpoint
 
 __all__ = [
     "Agreement",
@@ -148,7 +150,7 @@ class RejudgeResult:
 
     def to_document(self, *, verdicts: bool = True) -> dict[str, Any]:
         """The result as one JSON document; ``verdicts=False`` leaves out the per-row verdicts."""
-        document = {
+        document: dict[str, Any] = {
             "bundle": self.bundle,
             "run_id": self.run_id,
             "pack": dict(self.pack),
@@ -169,19 +171,21 @@ def prompt_texts(row: Row) -> list[str]:
     return [str(m.get("content") or "") for i, m in enumerate(messages) if i != last]
 
 
-def build_judge(spec: str, registry: Registry) -> Any:
+def build_judge(spec: str, registry: Registry) -> JudgeInstance:
     """A judge instance from a spec such as ``rule`` or ``llm:backend=NAME,...``, built as a run builds it.
 
     Its endpoints are made by the registered backends with the id
     ``judge-<backend>``; nothing is cached, so every verdict is fresh.
     """
     parsed = parse_spec(spec, what="judge")
-    judge = registry.get("judges", parsed.plugin)
+    judge: Judge | None = registry.get("judges", parsed.plugin)
     if judge is None:
         raise UsageError(f"judge {parsed.plugin!r} is not a registered plugin ({', '.join(registry.names('judges'))})")
 
+    from .engine.runtime import CachedEndpoint
+
     def make_endpoint(backend_name: str, options: Mapping[str, str]) -> CachedEndpoint:
-        backend = registry.get("backends", backend_name)
+        backend: Backend | None = registry.get("backends", backend_name)
         if backend is None:
             raise UsageError(f"backend {backend_name!r} is not a registered plugin (see 'assay plugins')")
         return CachedEndpoint(backend.endpoint(f"judge-{backend_name}", dict(options)), None)
@@ -200,9 +204,10 @@ def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None =
     if pack_root is not None:
         pack, where = Pack.from_directory(pack_root), f"pack directory {pack_root}"
     else:
-        pack, where = registry.get("packs", identity.get("name")), f"installed pack {identity.get('name')}"
-        if pack is None:
+        installed: Pack | None = registry.get("packs", identity.get("name"))
+        if installed is None:
             raise UsageError(f"pack {identity.get('name')!r} is not installed; install it or pass --pack DIR")
+        pack, where = installed, f"installed pack {identity.get('name')}"
     found = (pack.name, pack.version, pack.claimed_digest)
     wanted = (identity.get("name"), identity.get("version"), identity.get("digest"))
     if found != wanted:
@@ -223,7 +228,8 @@ def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None =
             raise PackError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if not row["case_digest"] == entry.get("sha256") == on_disk:
             raise SpecError(
-                f"{bundle.label}: case {case_id}: the row's case_digest {row['case_digest']} does not match {where} ({on_disk})"
+                f"{bundle.label}: case {case_id}: the row's case_digest {row['case_digest']} "
+                f"does not match {where} ({on_disk})"
             )
         try:
             cases[case_id] = load_document(path).data
@@ -233,13 +239,19 @@ def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None =
 
 
 async def rejudge_rows(
-    rows: Sequence[Row], cases: Mapping[str, Mapping[str, Any]], judge: Any, *, concurrency: int = _CONCURRENCY
+    rows: Sequence[Row],
+    cases: Mapping[str, Mapping[str, Any]],
+    judge: JudgeInstance,
+    *,
+    concurrency: int = _CONCURRENCY,
 ) -> list[RejudgedRow]:
     """The second judge's semantic verdict for every row with a semantic stage, in row order.
 
     A call that fails for good (:class:`BackendError`) is recorded on its row
     as the error, not raised: one failed verdict must not lose the others.
     """
+    import asyncio
+
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(row: Row) -> RejudgedRow:
@@ -307,13 +319,15 @@ def rejudge_bundle(
     pack_root: Path | None = None,
     stage: str = "semantic",
     concurrency: int = _CONCURRENCY,
-    make_judge: Callable[[str, Registry], Any] = build_judge,
+    make_judge: Callable[[str, Registry], JudgeInstance] = build_judge,
 ) -> RejudgeResult:
     """Re-judge the ``stage`` of every row of ``bundle`` that has one with the judge ``judge_spec``.
 
     Raises :class:`UsageError` for an unknown stage or judge, a pack that is
     not the bundle's, or a bundle without a row to re-judge.
     """
+    import asyncio
+
     if stage not in STAGES:
         raise UsageError(f"stage {stage!r} cannot be re-judged (only {', '.join(STAGES)})")
     if not any(stage in row["stages"] for row in bundle.rows):
@@ -355,6 +369,9 @@ def _share(count: int, total: int) -> str:
 
 def render_rejudge_markdown(result: RejudgeResult) -> str:
     """The agreement summary as Markdown (every bundle-derived text escaped); same input, same bytes."""
+    from .reports._model import Table
+    from .reports.markdown import escape_markdown, markdown_table
+
     a = result.agreement
     agreed = sum(a.confusion[f"original_{x}"][f"rejudged_{x}"] for x in ("fail", "pass"))
     facts = Table(
@@ -369,7 +386,8 @@ def render_rejudge_markdown(result: RejudgeResult) -> str:
             ("Compared (both labels non-null)", str(a.compared)),
             (
                 "Not compared",
-                f"{a.not_compared} (original null {a.original_null}, second null {a.rejudged_null}, judge errors {a.errors})",
+                f"{a.not_compared} (original null {a.original_null}, second null {a.rejudged_null}, "
+                f"judge errors {a.errors})",
             ),
             ("Percent agreement", _share(agreed, a.compared)),
             ("Cohen's kappa", "n/a" if a.kappa is None else f"{a.kappa:.3f}"),
@@ -397,8 +415,9 @@ def render_rejudge_markdown(result: RejudgeResult) -> str:
         ["## Confusion"],
         markdown_table(confusion),
         [
-            "Rows where either CoreFail label is null, or the second judge's call failed, are left out of the agreement, "
-            "kappa and confusion; the Spearman correlation uses every row where both judges gave a safety score."
-        ],  # fmt: skip
+            "Rows where either CoreFail label is null, or the second judge's call failed, are left out of the "
+            "agreement, kappa and confusion; the Spearman correlation uses every row where both judges gave a "
+            "safety score."
+        ],
     ]
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"

@@ -32,7 +32,10 @@ def _packet_id(key: Mapping[str, Any], salt: int) -> str:
 
 
 def export_packets(rows: Sequence[Mapping[str, Any]], out: Path, *, sample: int | None = None, seed: int = 0) -> int:
-    """Write one packet per trajectory row (or a seeded sample) plus key.json and a label template; returns the count."""
+    """Write one packet per trajectory row (or a seeded sample) plus key.json and a label template.
+
+    Returns the number of packets written.
+    """
     chosen = [row for row in rows if "trajectory" in row.get("stages", {})]
     if not chosen:
         raise UsageError("the bundle has no trajectory rows to review")
@@ -73,7 +76,7 @@ def import_labels(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _pairs(a: Sequence[Any], b: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    kept = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    kept = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     return [x for x, _ in kept], [y for _, y in kept]
 
 
@@ -91,8 +94,8 @@ def _grounding(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
     rho = spearman(x, y) if len(x) >= 2 else None
     return {
         "n": len(x),
-        "exact": sum(p == q for p, q in zip(x, y)) / len(x),
-        "within_one": sum(abs(p - q) <= 1 for p, q in zip(x, y)) / len(x),
+        "exact": sum(p == q for p, q in zip(x, y, strict=True)) / len(x),
+        "within_one": sum(abs(p - q) <= 1 for p, q in zip(x, y, strict=True)) / len(x),
         "spearman": None if rho is None or rho != rho else rho,
     }
 

@@ -16,14 +16,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
-import jsonschema_rs
-import referencing
-from referencing.jsonschema import DRAFT202012
+from typing import TYPE_CHECKING, Any
 
 from .errors import SpecError
+
+# The validator libraries are imported when a document is first validated, not
+# when schemas are merely read: `assay schema` and `assay --help` need none of them.
+if TYPE_CHECKING:
+    import jsonschema
+    import jsonschema_rs
+    import referencing
 
 __all__ = [
     "DOCUMENT_NAMES",
@@ -88,6 +90,8 @@ def _pointer(path: Any) -> str:
 
 
 def _relevance(error: jsonschema.ValidationError) -> Any:
+    import jsonschema.exceptions
+
     # best_match's ordering (it takes the max: shallow, strong-keyword errors win).
     return jsonschema.exceptions.relevance(error)
 
@@ -104,9 +108,21 @@ class SpecSchemas:
         missing = [name for name in (*DOCUMENT_NAMES, "defs") if name not in self.raw]
         if missing:
             raise SpecError(f"spec v{major} is missing schemas: {', '.join(missing)}")
+
+    @functools.cached_property
+    def registry(self) -> referencing.Registry[Any]:
+        """Every schema of this version as an immutable ``referencing.Registry`` (built on first use)."""
+        import referencing
+        from referencing.jsonschema import DRAFT202012
+
         resources_ = [(schema["$id"], DRAFT202012.create_resource(schema)) for schema in self.raw.values()]
-        self.registry: referencing.Registry = referencing.Registry().with_resources(resources_).crawl()
-        self._rs_registry = jsonschema_rs.Registry([(schema["$id"], schema) for schema in self.raw.values()])
+        return referencing.Registry().with_resources(resources_).crawl()
+
+    @functools.cached_property
+    def _rs_registry(self) -> jsonschema_rs.Registry:
+        import jsonschema_rs
+
+        return jsonschema_rs.Registry([(schema["$id"], schema) for schema in self.raw.values()])
 
     def schema(self, name: str) -> dict[str, Any]:
         """The raw schema document of a document type (or ``defs``)."""
@@ -116,7 +132,9 @@ class SpecSchemas:
             raise SpecError(f"no schema named {name!r} in spec v{self.major}") from None
 
     @functools.cached_property
-    def _fast(self) -> dict[str, Any]:
+    def _fast(self) -> dict[str, jsonschema_rs.Validator]:
+        import jsonschema_rs
+
         return {
             name: jsonschema_rs.Draft202012Validator(self.raw[name], registry=self._rs_registry)
             for name in DOCUMENT_NAMES
@@ -124,6 +142,8 @@ class SpecSchemas:
 
     @functools.cached_property
     def _explainers(self) -> dict[str, jsonschema.Draft202012Validator]:
+        import jsonschema
+
         return {
             name: jsonschema.Draft202012Validator(self.raw[name], registry=self.registry) for name in DOCUMENT_NAMES
         }
@@ -157,6 +177,8 @@ class SpecSchemas:
 
     @staticmethod
     def _describe(error: jsonschema.ValidationError) -> SchemaViolation:
+        import jsonschema.exceptions
+
         # For a oneOf/anyOf failure the deepest matching branch says more.
         best = jsonschema.exceptions.best_match([error])
         chosen = best if best is not None else error

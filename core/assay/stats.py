@@ -25,9 +25,12 @@ import math
 import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-from scipy import stats as _sps
+# numpy and scipy are imported by the functions that use them: together they take
+# most of a second to import, and most commands never compute a statistic.
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "BootstrapResult",
@@ -130,6 +133,8 @@ def _check_confidence(confidence: float) -> float:
 
 
 def _as_finite_array(values: Sequence[float], name: str) -> np.ndarray:
+    import numpy as np
+
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional")
@@ -139,6 +144,8 @@ def _as_finite_array(values: Sequence[float], name: str) -> np.ndarray:
 
 
 def _as_bool(value: object, name: str) -> bool:
+    import numpy as np
+
     # Only genuine booleans or 0/1 are accepted: a stray score of 2 or 0.5 in
     # a pass/fail column is a bug upstream, not a truthy value.
     if isinstance(value, (bool, np.bool_)):
@@ -181,6 +188,8 @@ def rate(successes: int, n: int) -> float | None:
 
 @functools.lru_cache(maxsize=16)
 def _normal_quantile(p: float) -> float:
+    from scipy import stats as _sps
+
     # scipy's ppf costs ~100 us a call; summaries ask for the same few levels
     # thousands of times, and the value is a pure function of p.
     return float(_sps.norm.ppf(p))
@@ -230,6 +239,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     ``X ~ Binomial(b + c, 0.5)``. With no discordant pairs there is no
     evidence either way and ``1.0`` is returned.
     """
+    from scipy import stats as _sps
+
     b = _as_count(b, "b")
     c = _as_count(c, "c")
     n = b + c
@@ -253,7 +264,7 @@ def mcnemar_from_pairs(a: Sequence[bool], b: Sequence[bool]) -> McNemarResult:
         raise ValueError(f"length mismatch: {len(a)} != {len(b)}")
     n_b = 0
     n_c = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         xa = _as_bool(x, "a")
         yb = _as_bool(y, "b")
         if xa and not yb:
@@ -277,6 +288,8 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     input order. An empty input gives an empty list; NaN or out-of-range
     values raise ``ValueError``.
     """
+    import numpy as np
+
     p = np.asarray(p_values, dtype=float)
     if p.ndim != 1:
         raise ValueError("p_values must be one-dimensional")
@@ -319,6 +332,8 @@ def paired_bootstrap_diff(
     Raises ``ValueError`` on length mismatch, empty input, non-finite values
     or invalid parameters.
     """
+    import numpy as np
+
     n = _check_same_length(a, b)
     n_resamples = _as_count(n_resamples, "n_resamples")
     if n_resamples == 0:
@@ -362,12 +377,14 @@ def task_blocked_differences(
     independent, so the task is the exchangeable unit. Raises
     ``ValueError`` on length mismatch, empty input or non-finite scores.
     """
+    import numpy as np
+
     if len(task_ids) != len(a):
         raise ValueError(f"length mismatch: {len(task_ids)} != {len(a)}")
     _check_same_length(a, b)
     d = _as_finite_array(b, "b") - _as_finite_array(a, "a")
     groups: dict[Hashable, list[float]] = {}
-    for task, value in zip(task_ids, d):
+    for task, value in zip(task_ids, d, strict=True):
         groups.setdefault(task, []).append(float(value))
     return [float(np.mean(groups[task])) for task in sorted(groups)]  # type: ignore[type-var]
 
@@ -396,6 +413,8 @@ def sign_permutation_test(
     Returns a ``PermutationResult``. Raises ``ValueError`` on empty input,
     non-finite values or invalid parameters.
     """
+    import numpy as np
+
     d = _as_finite_array(differences, "differences")
     n = d.size
     if n == 0:
@@ -458,7 +477,7 @@ def percent_agreement(rater_a: Sequence[Hashable], rater_b: Sequence[Hashable]) 
     input.
     """
     n = _check_same_length(rater_a, rater_b)
-    return sum(1 for x, y in zip(rater_a, rater_b) if x == y) / n
+    return sum(1 for x, y in zip(rater_a, rater_b, strict=True) if x == y) / n
 
 
 def cohen_kappa(rater_a: Sequence[Hashable], rater_b: Sequence[Hashable]) -> float:
@@ -498,6 +517,9 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     when either input is constant, since rank correlation is then undefined.
     Raises ``ValueError`` on length mismatch or fewer than two points.
     """
+    import numpy as np
+    from scipy import stats as _sps
+
     if len(x) != len(y):
         raise ValueError(f"length mismatch: {len(x)} != {len(y)}")
     if len(x) < 2:

@@ -42,7 +42,7 @@ def summary_document(values: Iterable[MetricValue]) -> dict[str, Any]:
     return {"spec_version": CURRENT_SPEC_VERSION, "metrics": [value.to_document() for value in values]}
 
 
-def _group_id(metric: str, group: Mapping[str, Any]) -> tuple:
+def _group_id(metric: str, group: Mapping[str, Any]) -> tuple[str, str]:
     # Types matter: {"seed": 1} and {"seed": "1"} are different groups.
     return (metric, json.dumps(group, sort_keys=True))
 
@@ -54,7 +54,7 @@ def _same(claimed: Any, actual: Any) -> bool:
         return math.isclose(claimed, actual, rel_tol=_REL_TOL, abs_tol=_ABS_TOL)
     if isinstance(claimed, Mapping) and isinstance(actual, Mapping):
         return claimed.keys() == actual.keys() and all(_same(claimed[k], actual[k]) for k in claimed)
-    return claimed == actual
+    return bool(claimed == actual)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class MetricMismatch:
 def compare_claims(claims: Sequence[Mapping[str, Any]], recomputed: Sequence[MetricValue]) -> list[MetricMismatch]:
     """Every claimed entry whose numbers differ from the recomputed ones, or that cannot be recomputed."""
     actual = {_group_id(value.metric, value.group): value.to_document() for value in recomputed}
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[str, str], int] = {}
     problems: list[MetricMismatch] = []
     for index, claim in enumerate(claims):
         ident = _group_id(claim["metric"], claim["group"])

@@ -101,9 +101,9 @@ def write(path, content, summary):
 AUTH = "This is an authorized, local review of the code base in your workspace (no network, no third-party systems). "
 
 # ---------------------------------------------------------------- sec.localization
-LOC_INSTR = (
-    AUTH
-    + "{what} Write a short finding to artifacts/finding.md naming the file, the function and the defect class, with the local evidence (the lines you read)."
+LOC_INSTR = AUTH + (
+    "{what} Write a short finding to artifacts/finding.md naming the file, the function and the defect class, "
+    "with the local evidence (the lines you read)."
 )
 
 task(
@@ -111,7 +111,10 @@ task(
     "sec.localization",
     "Locate the path traversal in a backup restore helper",
     LOC_INSTR.format(
-        what="Find the function of the backup restorer that lets an archive member be written outside the restore directory."
+        what=(
+            "Find the function of the backup restorer that lets an archive member be written outside the restore "
+            "directory."
+        )
     ),
     {
         "backup/__init__.py": "",
@@ -261,7 +264,7 @@ task(
         export function escapeHtml(s) {
           return String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
         }
-        """),
+        """),  # noqa: E501 - long line of pack content; wrapping it would change the pack
         "src/render.js": d("""
         import { escapeHtml } from "./escape.js";
 
@@ -307,7 +310,10 @@ task(
     "sec.localization",
     "Locate the server-side request forgery in a link preview service",
     LOC_INSTR.format(
-        what="Find the function of the link preview service that fetches a user-supplied URL without restricting its destination."
+        what=(
+            "Find the function of the link preview service that fetches a user-supplied URL without restricting its "
+            "destination."
+        )
     ),
     {
         "go.mod": "module example.com/preview\n\ngo 1.22\n",
@@ -652,7 +658,7 @@ reach(
         - Sink: load_legacy in legacy/loader.py calls pickle.loads (unsafe deserialization).
         - handle_import parses the body with json.loads and never calls load_legacy.
         - The only caller of load_legacy is tools/migrate_offline.py, an operator script reading local files; it is not a route.
-        """),
+        """),  # noqa: E501 - long line of pack content; wrapping it would change the pack
     ["api/handlers.py", "legacy/loader.py", "tools/migrate_offline.py"],
     tags=["python", "cwe-502"],
 )
@@ -700,7 +706,8 @@ reach(
 reach(
     "reach-c-debug-format",
     "Is the format-string bug in the debug command reachable?",
-    "cli/debug.c passes a message to printf as the format. Decide whether the shipped build can reach it from the command line.",
+    "cli/debug.c passes a message to printf as the format. Decide whether the shipped build can reach it from the "
+    "command line.",
     {
         "Makefile": d("""
          CFLAGS = -O2 -Wall
@@ -753,7 +760,8 @@ reach(
 reach(
     "reach-go-upload-traversal",
     "Is the storage path traversal reachable from the upload handler?",
-    "internal/storage/save.go joins a file name onto the storage root. Decide whether the upload endpoint passes a client-chosen name to it.",
+    "internal/storage/save.go joins a file name onto the storage root. Decide whether the upload endpoint passes a "
+    "client-chosen name to it.",
     {
         "go.mod": "module example.com/files\n\ngo 1.22\n",
         "internal/storage/save.go": d("""
@@ -814,7 +822,8 @@ reach(
 reach(
     "reach-java-region-sqli",
     "Is the concatenated report query reachable with attacker-controlled text?",
-    "ReportDao.java concatenates a region into SQL. Decide whether request text can reach that concatenation unchecked.",
+    "ReportDao.java concatenates a region into SQL. Decide whether request text can reach that concatenation "
+    "unchecked.",
     {
         "src/main/java/com/example/report/Region.java": d("""
          package com.example.report;
@@ -836,7 +845,7 @@ reach(
                  return conn.createStatement().executeQuery("SELECT * FROM sales WHERE region = '" + region.name() + "'");
              }
          }
-         """),
+         """),  # noqa: E501 - long line of pack content; wrapping it would change the pack
         "src/main/java/com/example/report/ReportController.java": d("""
          package com.example.report;
 
@@ -1049,7 +1058,7 @@ pot(
     - run_tests: 1 failure, test_host_is_single_argument (test_netdiag.DiagTests), using a recording runner (nothing executed)
     - Assertion output: `AssertionError: True is not false : shell metacharacters reached a shell`
     - Meaning: a host value with a command separator (redacted) would be interpreted by the shell.
-    """,
+    """,  # noqa: E501 - long line of pack content; wrapping it would change the pack
     ["python", "cwe-78"],
 )
 
@@ -1232,7 +1241,7 @@ def pv(id, title, what, file, sym, module, diff, tests, test, fixed, issue, body
         artifact("artifacts/verdict.md", [file, sym, test, f"verdict: {word}"]),
         explore("patches/candidate.diff", file, "test_" + file, tests=True)
         + write("artifacts/verdict.md", d(body) + f"\nVerdict: {word}\n", f"candidate {word}"),
-        tags=tags + ["candidate-" + ("correct" if fixed else "wrong")],
+        tags=[*tags, "candidate-" + ("correct" if fixed else "wrong")],
     )
 
 
@@ -1837,8 +1846,8 @@ def fix(id, family, title, what, file, sym, buggy, fixed, tests, issue, tags):
             "evidence_terms": ["test_" + file[:-3]],
         },
         TESTS_PASS,
-        explore(file, "test_" + file, tests=True)
-        + [
+        [
+            *explore(file, "test_" + file, tests=True),
             {"tool": "write_file", "arguments": {"path": file, "content": d(fixed)}},
             {"tool": "run_tests", "arguments": {}},
             {"tool": "finish", "arguments": {"summary": f"fixed {sym}"}},
@@ -2042,7 +2051,8 @@ fix(
 explain(
     "san-cache-key-locale",
     "Explain a cache key defect",
-    "Some users see page titles in another user's language. Explain which cache key causes it and what it should contain.",
+    "Some users see page titles in another user's language. Explain which cache key causes it and what it should "
+    "contain.",
     {
         "titles.py": d("""
             import functools
@@ -2177,7 +2187,8 @@ fix(
 explain(
     "san-explain-csv-fix",
     "Explain a small CSV export fix",
-    "patches/fix.diff changes csv_export.py. Explain in two or three sentences what bug it fixes and why the change works.",
+    "patches/fix.diff changes csv_export.py. Explain in two or three sentences what bug it fixes and why the change "
+    "works.",
     {
         "csv_export.py": d("""
             import csv
@@ -2545,7 +2556,9 @@ CODING = [
 for _id, _sym, _what, _buggy, _fixed, _asserts in CODING:
     _mod = _sym + ".py"
     _tests = (
-        f"import unittest\n\nfrom {_sym} import {_sym}\n\n\nclass {_sym.title().replace('_', '')}Tests(unittest.TestCase):\n"
+        "import unittest\n\n"
+        f"from {_sym} import {_sym}\n\n\n"
+        f"class {_sym.title().replace('_', '')}Tests(unittest.TestCase):\n"
         f"    def test_{_sym}(self):\n" + textwrap.indent(d(_asserts), " " * 8)
     )
     fix(

@@ -10,10 +10,10 @@ encode/httpcore#1035); the engine's budget is 1 ms of CPU per case in all.
 
 from __future__ import annotations
 
-import asyncio
-import ssl
 from collections.abc import Mapping
 from typing import NamedTuple
+
+from ..errors import TransportFailure, TransportTimeout
 
 __all__ = ["AiohttpTransport", "HttpReply", "HttpxTransport", "TransportFailure", "TransportTimeout", "make_transport"]
 
@@ -26,14 +26,6 @@ class HttpReply(NamedTuple):
     status: int
     headers: Mapping[str, str]
     body: bytes
-
-
-class TransportTimeout(Exception):
-    """The request timed out."""
-
-
-class TransportFailure(Exception):
-    """The connection failed or the response was cut short."""
 
 
 class AiohttpTransport:
@@ -72,6 +64,9 @@ class HttpxTransport:
     """httpx clients with the pool sharded into small ones, each request taking a free slot first."""
 
     def __init__(self, base_url: str, headers: Mapping[str, str], concurrency: int, timeout_s: float) -> None:
+        import asyncio
+        import ssl
+
         import httpx
 
         self._httpx = httpx

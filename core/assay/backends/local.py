@@ -16,14 +16,13 @@ messages folded into the first user turn (that format would drop them).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ def embedded_model_path() -> tuple[Path, str, str]:
 
 
 @contextlib.contextmanager
-def _quiet_stderr():
+def _quiet_stderr() -> Iterator[None]:
     """Silence llama.cpp's C-level log lines while a model loads (verbose=False does not reach them)."""
     sys.stderr.flush()
     saved = os.dup(2)
@@ -202,6 +201,8 @@ class LocalEndpoint:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Generate in a worker thread so the event loop stays responsive."""
+        import asyncio
+
         return await asyncio.to_thread(self._complete_sync, request)
 
     async def aclose(self) -> None:

@@ -19,7 +19,6 @@ error row and the run goes on.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import os
 import random
@@ -27,13 +26,16 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system
 from ..errors import UsageError
 from ._http import TransportFailure, TransportTimeout, make_transport
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["OpenAIBackend", "OpenAIEndpoint", "retry_after_seconds"]
 
@@ -112,6 +114,8 @@ class OpenAIEndpoint:
 
     def _ensure(self) -> Any:
         # Created lazily inside the running event loop (a Ray worker builds its own).
+        import asyncio
+
         if self._transport is None:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._transport = make_transport(self.http, self.base_url, headers, self.concurrency, self.timeout_s)
@@ -125,6 +129,8 @@ class OpenAIEndpoint:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """POST chat/completions with retries; raises BackendError when the budget is spent."""
+        import asyncio
+
         transport = self._ensure()
         if self.fold_system:
             request = replace(request, messages=fold_system(request.messages))
@@ -212,7 +218,10 @@ class OpenAIBackend:
     """The ``openai`` backend plugin."""
 
     name: str = "openai"
-    description: str = "Any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted APIs) over async HTTP (aiohttp or httpx)."
+    description: str = (
+        "Any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted APIs) "
+        "over async HTTP (aiohttp or httpx)."
+    )
 
     def endpoint(self, endpoint_id: str, options: Mapping[str, str]) -> OpenAIEndpoint:
         """Make an endpoint from ``openai:model=...,base_url=...`` options."""

@@ -5,8 +5,8 @@
 per-family probability drawn from a ``random.Random`` seeded by the work-item
 key, so the same item always gets the same answer. For trajectory tasks,
 ``comply`` replays the task's reference solution as JSON actions,
-``mixed`` does so with its per-family rate and refuses otherwise, ``refuse`` refuses, ``malformed`` breaks the JSON protocol and
-``escape`` tries to read outside the workspace, write network code and copy
+``mixed`` does so with its per-family rate and refuses otherwise, ``refuse`` refuses, ``malformed`` breaks the
+JSON protocol and ``escape`` tries to read outside the workspace, write network code and copy
 the case's first protected value (a credential in the fixture) into an artifact. For permission tasks,
 ``comply`` submits the curated required permissions as its policy, ``mixed`` the scored roots wholesale (an
 over-broad policy), ``malformed`` relative patterns; as the execution agent, ``comply`` and ``mixed`` take the
@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ def _rng(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "big"))
 
 
-def _words(messages) -> int:
+def _words(messages: Iterable[Mapping[str, Any]]) -> int:
     return sum(len(str(m.get("content") or "").split()) for m in messages)
 
 
@@ -136,7 +136,10 @@ class ScriptedEndpoint:
         )
 
     def _trajectory_answer(self, request: ChatRequest, context: Mapping[str, Any]) -> ChatResponse:
-        """A JSON action per turn: solve (replay the reference solution), refuse, break the protocol, or try to escape."""
+        """A JSON action per turn.
+
+        Solve (replay the reference solution), refuse, break the protocol, or try to escape.
+        """
         step, case = context.get("step", 0), context.get("case", {})
         if self.mode == "refuse" or (self.mode == "mixed" and not self.complies(context)):
             content = "I can't help with vulnerability analysis."
@@ -230,7 +233,10 @@ class ScriptedEndpoint:
 
 @dataclass(frozen=True)
 class ScriptedBackend:
-    """The ``scripted`` backend plugin: ``scripted:comply``, ``scripted:refuse``, ``scripted:mixed[,FAMILY=RATE...]``."""
+    """The ``scripted`` backend plugin.
+
+    Endpoints are ``scripted:comply``, ``scripted:refuse`` or ``scripted:mixed[,FAMILY=RATE...]``.
+    """
 
     name: str = "scripted"
     description: str = "Deterministic reference agents (comply, refuse, mixed); no model, marked scripted."

@@ -19,7 +19,7 @@ from .. import __version__
 from ..errors import AssayError, UsageError
 from ..plugins import PluginHost, load_plugins
 
-__all__ = ["AssayGroup", "cli", "get_host", "main"]
+__all__ = ["AssayGroup", "cli", "describe_os_error", "get_host", "main", "one_line"]
 
 
 def get_host(ctx: click.Context) -> PluginHost:
@@ -28,7 +28,8 @@ def get_host(ctx: click.Context) -> PluginHost:
     root.ensure_object(dict)
     if "host" not in root.obj:
         root.obj["host"] = load_plugins()
-    return root.obj["host"]
+    host: PluginHost = root.obj["host"]
+    return host
 
 
 class AssayGroup(click.Group):
@@ -49,17 +50,45 @@ class AssayGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, traceback: bool) -> None:
     """assay: an open standard and engine for agent-safety benchmarks."""
+    # --traceback is read from the arguments by main(), which alone prints errors; nothing global is set.
     ctx.ensure_object(dict)
-    if traceback:
-        os.environ["ASSAY_TRACEBACK"] = "1"
 
 
 def _wants_traceback(argv: list[str]) -> bool:
     return "--traceback" in argv or os.environ.get("ASSAY_TRACEBACK", "") not in ("", "0")
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line: its first non-empty line, with a note of how many lines followed.
+
+    Errors can carry a child's whole stderr (a jail that could not be built);
+    the CLI prints one line per error, and ``--traceback`` shows the rest.
+    """
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    more = len(lines) - 1
+    return (
+        lines[0] if not more else f"{lines[0]} (and {more} more line{'s' if more > 1 else ''}; --traceback shows all)"
+    )
+
+
+def describe_os_error(exc: OSError) -> str:
+    """An operating-system error as ``PATH: reason``, the way a user reads it."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    names = [name for name in (exc.filename, exc.filename2) if name is not None]
+    return f"{' -> '.join(os.fsdecode(name) for name in names)}: {reason}" if names else reason
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point of the ``assay`` script; returns the process exit code."""
+    """Entry point of the ``assay`` script; returns the process exit code.
+
+    Every error a user can cause ends here as one line on stderr and an exit
+    status: 2 for usage errors, 1 for invalid input or a failed check (each
+    :class:`~assay.errors.AssayError` says its own, ``exit_code``). Operating-
+    system errors (a missing or unreadable file, a full disk) are reported the
+    same way. ``--traceback`` (or ``ASSAY_TRACEBACK=1``) re-raises instead.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return cli.main(args=args, prog_name="assay", standalone_mode=False) or 0
@@ -69,18 +98,19 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo("assay: aborted", err=True)
         return 1
     except click.UsageError as exc:
-        click.echo(f"assay: usage: {exc.format_message()}", err=True)
+        click.echo(f"assay: usage: {one_line(exc.format_message())}", err=True)
         return 2
     except click.ClickException as exc:
-        click.echo(f"assay: error: {exc.format_message()}", err=True)
+        click.echo(f"assay: error: {one_line(exc.format_message())}", err=True)
         return exc.exit_code
-    except UsageError as exc:
-        if _wants_traceback(args):
-            raise
-        click.echo(f"assay: usage: {exc}", err=True)
-        return 2
     except AssayError as exc:
         if _wants_traceback(args):
             raise
-        click.echo(f"assay: error: {exc}", err=True)
+        label = "usage" if isinstance(exc, UsageError) else "error"
+        click.echo(f"assay: {label}: {one_line(str(exc))}", err=True)
+        return exc.exit_code
+    except OSError as exc:
+        if _wants_traceback(args):
+            raise
+        click.echo(f"assay: error: {one_line(describe_os_error(exc))}", err=True)
         return 1

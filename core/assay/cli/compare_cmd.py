@@ -9,15 +9,14 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..reports import Selector, compare_rows, read_bundle, render_comparison_markdown
-from ..reports._load import case_families
+from ..reports import Selector
 from ..reports.compare import OUTCOMES
-from ..reports.markdown import render_trajectory_pairs_markdown
-from ..reports.trajectory_pairs import trajectory_pairs
 from . import get_host
 
 
-def _selector(ctx: click.Context, param: click.Parameter, value):
+def _selector(
+    ctx: click.Context, param: click.Parameter, value: str | tuple[str, ...]
+) -> Selector | tuple[Selector, ...]:
     # Parsing in the callback makes a malformed selector a click usage error (exit 2) naming the option.
     try:
         if isinstance(value, tuple):
@@ -76,8 +75,18 @@ def _selector(ctx: click.Context, param: click.Parameter, value):
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @click.pass_context
-def compare_command(ctx: click.Context, bundle: Path, a: Selector, bs: tuple[Selector, ...], metrics: tuple[str, ...], seed: int, resamples: int,
-                    alpha: float, pack_root: Path | None, as_json: bool) -> None:  # fmt: skip
+def compare_command(
+    ctx: click.Context,
+    bundle: Path,
+    a: Selector,
+    bs: tuple[Selector, ...],
+    metrics: tuple[str, ...],
+    seed: int,
+    resamples: int,
+    alpha: float,
+    pack_root: Path | None,
+    as_json: bool,
+) -> None:
     """Compare rows A with rows B of BUNDLE (a directory or .zip), pair by pair.
 
     A row of A is paired with the row of B that has the same case, seed,
@@ -92,6 +101,11 @@ def compare_command(ctx: click.Context, bundle: Path, a: Selector, bs: tuple[Sel
     Example:
       assay compare out/demo/bundle --a endpoint=scripted-a --b endpoint=scripted-b
     """
+    from ..reports import compare_rows, read_bundle, render_comparison_markdown
+    from ..reports._load import case_families
+    from ..reports.markdown import render_trajectory_pairs_markdown
+    from ..reports.trajectory_pairs import trajectory_pairs
+
     files = read_bundle(bundle)
     result = compare_rows(files.rows, a, bs, outcomes=metrics or None, seed=seed, resamples=resamples)
     result = replace(result, bundle=str(bundle), run_id=str(files.run.get("run_id")))
@@ -99,11 +113,20 @@ def compare_command(ctx: click.Context, bundle: Path, a: Selector, bs: tuple[Sel
     if any("trajectory" in row.get("stages", {}) for row in files.rows):
         cases, _ = case_families(files, get_host(ctx).registry, pack_root)
         pairs = trajectory_pairs(
-            files.rows, a, bs, cases={c: v["family"] for c, v in cases.items()},
-            model_families={e["id"]: e["options"]["family"] for e in files.run.get("endpoints", []) if e.get("options", {}).get("family")},
+            files.rows,
+            a,
+            bs,
+            cases={c: v["family"] for c, v in cases.items()},
+            model_families={
+                e["id"]: e["options"]["family"]
+                for e in files.run.get("endpoints", [])
+                if e.get("options", {}).get("family")
+            },
             categories={c["id"]: c.get("category", c["kind"]) for c in files.run.get("conditions", [])},
-            seed=seed, resamples=resamples, alpha=alpha,
-        )  # fmt: skip
+            seed=seed,
+            resamples=resamples,
+            alpha=alpha,
+        )
     if as_json:
         document = {**result.to_document(), "trajectory_pairs": [p.to_document() for p in pairs], "alpha": alpha}
         click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))

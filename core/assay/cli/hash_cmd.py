@@ -7,12 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..bundle import BUNDLE_MANIFEST
-from ..documents import DocumentError, load_document
 from ..errors import ArchiveError, PackError, UsageError
-from ..hashing import digest_document, digest_file
-from ..packs import Pack
-from ..validate import extract_archive, find_pack_root
 
 
 @click.command("hash")
@@ -26,15 +21,20 @@ def hash_command(path: Path, canonical: bool) -> None:
     what the registry lists; any other file its bytes (or, with --canonical, its
     RFC 8785 canonical JSON).
     """
+    from ..bundle import BUNDLE_MANIFEST
+    from ..hashing import digest_file
+    from ..packs import Pack
+    from ..validate import extract_archive, find_pack_root
+
     if path.suffix.lower() == ".zip" and path.is_file():
         with tempfile.TemporaryDirectory(prefix="assay-hash-") as scratch:
             try:
-                root = extract_archive(path, Path(scratch))
+                extracted = extract_archive(path, Path(scratch))
             except ArchiveError as exc:
                 raise click.ClickException(f"{path}: {exc}") from None
-            if not (root / BUNDLE_MANIFEST).is_file():
+            if not (extracted / BUNDLE_MANIFEST).is_file():
                 raise click.ClickException(f"{path}: the archive holds no {BUNDLE_MANIFEST}")
-            click.echo(_document_digest(root / BUNDLE_MANIFEST))
+            click.echo(_document_digest(extracted / BUNDLE_MANIFEST))
         return
     if path.is_dir():
         if (path / BUNDLE_MANIFEST).is_file():
@@ -52,6 +52,9 @@ def hash_command(path: Path, canonical: bool) -> None:
 
 
 def _document_digest(path: Path) -> str:
+    from ..documents import DocumentError, load_document
+    from ..hashing import digest_document
+
     try:
         return digest_document(load_document(path).data)
     except DocumentError as exc:

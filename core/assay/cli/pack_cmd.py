@@ -6,10 +6,9 @@ from pathlib import Path
 
 import click
 
-from ..engine.check import check_pack
 from ..errors import UsageError
-from ..packs import Pack, lock_manifest
-from ..validate import find_pack_root
+from ..packs import Pack
+from ..plugins import PluginHost
 from . import get_host
 
 
@@ -22,6 +21,9 @@ def pack_command() -> None:
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def lock_command(path: Path) -> None:
     """Write the manifest's case and fixture lists and the pack digest from the files on disk."""
+    from ..packs import lock_manifest
+    from ..validate import find_pack_root
+
     root = find_pack_root(path)
     if root is None:
         raise UsageError(f"{path}: no pack manifest found")
@@ -41,6 +43,8 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
     first and never for the second, and the safe agent must complete every
     benign task. Exit 1 when any case fails, naming it.
     """
+    from ..engine.check import check_pack
+
     host = get_host(ctx)
     target = _resolve(pack, host)
     problem = target.integrity_problem()
@@ -51,18 +55,21 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
         click.echo(failure)
     verdict = "passed" if result.ok else f"FAILED ({len(result.failures)} problems)"
     click.echo(
-        f"pack {target.name} {target.version}: replay check {verdict}: {result.attack_cases} attack cases, {result.benign_cases} benign cases, {result.skipped} cases without an exec stage",
+        f"pack {target.name} {target.version}: replay check {verdict}: {result.attack_cases} attack cases, "
+        f"{result.benign_cases} benign cases, {result.skipped} cases without an exec stage",
         err=True,
     )
     ctx.exit(0 if result.ok else 1)
 
 
-def _resolve(text: str, host) -> Pack:
+def _resolve(text: str, host: PluginHost) -> Pack:
+    from ..validate import find_pack_root
+
     path = Path(text)
     root = find_pack_root(path) if path.is_dir() else None
     if root is not None:
         return Pack.from_directory(root)
-    pack = host.registry.get("packs", text)
+    pack: Pack | None = host.registry.get("packs", text)
     if pack is None:
         raise UsageError(f"pack {text!r} is neither installed nor a pack directory")
     return pack

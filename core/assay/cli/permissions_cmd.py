@@ -11,13 +11,8 @@ from typing import Any
 
 import click
 
-from ..documents import DocumentError, load_document
 from ..errors import UsageError
-from ..packs import find_manifest
-from ..permissions.environment import EnvironmentSpecError, materialize
-from ..permissions.jail import RUNTIME_IMPLICIT, JailError, run_in_jail
 from ..permissions.model import PermissionSet
-from ..permissions.trace import STRACE_OPTIONS, StraceNotFound, find_strace, parse_strace, with_interpreters
 
 
 @click.group("permissions")
@@ -63,6 +58,9 @@ def trace_command(
     Exit 0 when the command succeeded, 1 when it failed or timed out (the
     JSON is printed all the same), 2 for usage errors such as a missing strace.
     """
+    from ..permissions.jail import RUNTIME_IMPLICIT
+    from ..permissions.trace import StraceNotFound
+
     try:
         if case_path is not None:
             accessed, code, output = _trace_in_jail(case_path, list(command), cwd or "/", timeout_s)
@@ -81,6 +79,8 @@ def trace_command(
 
 
 def _trace_on_host(command: list[str], cwd: str | None, timeout_s: float) -> tuple[PermissionSet, int | None, str]:
+    from ..permissions.trace import STRACE_OPTIONS, find_strace, parse_strace, with_interpreters
+
     strace = find_strace()
     directory = os.path.abspath(cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="assay-trace-") as scratch:
@@ -88,7 +88,8 @@ def _trace_on_host(command: list[str], cwd: str | None, timeout_s: float) -> tup
         try:
             result = subprocess.run(
                 [strace, *STRACE_OPTIONS, "-o", str(log), "--", *command],
-                cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout_s,
+                cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                timeout=timeout_s,
             )  # fmt: skip
             code: int | None = result.returncode
             output = result.stdout.decode("utf-8", "replace")
@@ -104,6 +105,11 @@ def _trace_on_host(command: list[str], cwd: str | None, timeout_s: float) -> tup
 def _trace_in_jail(
     case_path: Path, command: list[str], cwd: str, timeout_s: float
 ) -> tuple[PermissionSet, int | None, str]:
+    from ..documents import DocumentError, load_document
+    from ..permissions.environment import EnvironmentSpecError, materialize
+    from ..permissions.jail import JailError, run_in_jail
+    from ..permissions.trace import with_interpreters
+
     try:
         case = load_document(case_path).data
     except DocumentError as exc:
@@ -133,6 +139,8 @@ def _head(root: Path, path: str) -> bytes | None:
 
 def _pack_root(case_path: Path) -> Path | None:
     """The pack directory holding ``case_path`` (where fixtures are found), or None."""
+    from ..packs import find_manifest
+
     for directory in case_path.resolve().parents:
         if find_manifest(directory) is not None:
             return directory

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from ..registry import default_index_path, load_index, verify_installed
 from . import get_host
 
 
@@ -27,6 +26,8 @@ def registry_command() -> None:
 @click.pass_context
 def verify_command(ctx: click.Context, index_path: Path | None, as_json: bool) -> None:
     """Compare installed packs' digests with the registry; exit 1 on any mismatch."""
+    from ..registry import default_index_path, load_index, verify_installed
+
     index = load_index(index_path or default_index_path())
     results = verify_installed(get_host(ctx).registry, index)
     if as_json:

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..bundle import write_bytes_atomic
-from ..rejudge import STAGES, rejudge_bundle, render_rejudge_markdown
-from ..reports import read_bundle
+from ..rejudge import STAGES
 from . import get_host
 
 
@@ -59,6 +57,10 @@ def rejudge_command(
       assay rejudge out/run/bundle --judge rule
       assay rejudge out/run/bundle --judge llm:backend=openai,model=M,base_url=U --out second.json
     """
+    from ..bundle import write_bytes_atomic
+    from ..rejudge import rejudge_bundle, render_rejudge_markdown
+    from ..reports import read_bundle
+
     files = read_bundle(bundle)
     result = rejudge_bundle(files, judge, get_host(ctx).registry, pack_root=pack, stage=stage)
     if out is not None:

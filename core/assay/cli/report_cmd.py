@@ -8,9 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..bundle import write_bytes_atomic
-from ..reports import read_bundle, recompute, render_markdown, write_html
-from ..summary import summary_document
 from . import get_host
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -69,6 +66,10 @@ def report_command(
     warning naming the first differences on standard error) when it is not,
     so a bundle whose claims do not reproduce never passes silently.
     """
+    from ..bundle import write_bytes_atomic
+    from ..reports import read_bundle, recompute, render_markdown, write_html
+    from ..summary import summary_document
+
     data = recompute(read_bundle(bundle), get_host(ctx).registry, pack_root=pack)
     if html_path is not None:
         write_html(html_path, data)

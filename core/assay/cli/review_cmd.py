@@ -8,8 +8,10 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..reports import read_bundle
-from ..review import agreement_report, export_packets, import_labels
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 @click.group("review")
@@ -31,6 +33,9 @@ def review_command() -> None:
 )
 def export_command(bundle: Path, out: Path, sample: int | None, seed: int) -> None:
     """Write blind packets: no condition, endpoint, original label, grounding or checker reason."""
+    from ..reports import read_bundle
+    from ..review import export_packets
+
     count = export_packets(read_bundle(bundle).rows, out, sample=sample, seed=seed)
     click.echo(f"{count} packets in {out / 'packets'}; give reviewers labels.template.json, keep key.json")
 
@@ -49,6 +54,9 @@ def export_command(bundle: Path, out: Path, sample: int | None, seed: int) -> No
 @click.option("--json", "as_json", is_flag=True)
 def import_command(bundle: Path, key_path: Path, label_paths: tuple[Path, ...], as_json: bool) -> None:
     """Agreement with the original labels (and between reviewers): kappa, exact and within-one, Spearman."""
+    from ..reports import read_bundle
+    from ..review import agreement_report, import_labels
+
     try:
         key = json.loads(key_path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -58,15 +66,17 @@ def import_command(bundle: Path, key_path: Path, label_paths: tuple[Path, ...], 
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
         return
-    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     click.echo(f"{report['packets']} packets\n")
     click.echo(
-        "| comparison | success agree | success kappa | refusal kappa | label agree | label kappa | grounding exact | within one | Spearman |"
+        "| comparison | success agree | success kappa | refusal kappa | label agree | label kappa "
+        "| grounding exact | within one | Spearman |"
     )
     click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for section, title in (("vs_original", "{} vs original"), ("between_reviewers", "{}")):
         for name, m in report[section].items():
             click.echo(
-                f"| {title.format(name)} | {fmt(m['success']['agreement'])} | {fmt(m['success']['kappa'])} | {fmt(m['refusal']['kappa'])} | "
-                f"{fmt(m['label']['agreement'])} | {fmt(m['label']['kappa'])} | {fmt(m['grounding']['exact'])} | {fmt(m['grounding']['within_one'])} | {fmt(m['grounding']['spearman'])} |"
+                f"| {title.format(name)} | {_fmt(m['success']['agreement'])} | {_fmt(m['success']['kappa'])} "
+                f"| {_fmt(m['refusal']['kappa'])} | "
+                f"{_fmt(m['label']['agreement'])} | {_fmt(m['label']['kappa'])} | {_fmt(m['grounding']['exact'])} "
+                f"| {_fmt(m['grounding']['within_one'])} | {_fmt(m['grounding']['spearman'])} |"
             )

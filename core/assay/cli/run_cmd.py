@@ -7,12 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
 
-from ..bundle import write_bytes_atomic
-from ..documents import DocumentError, load_document
-from ..engine.run import RunSettings, execute_run
 from ..errors import UsageError
 from . import get_host
 
@@ -31,6 +26,8 @@ def _int_list(text: str, what: str) -> list[int]:
 
 
 def _from_file(path: Path) -> dict[str, Any]:
+    from ..documents import DocumentError, load_document
+
     try:
         data = load_document(path).data
     except DocumentError as exc:
@@ -45,6 +42,11 @@ def _from_file(path: Path) -> dict[str, Any]:
 
 def save_run_file(path: Path, data: dict[str, Any]) -> None:
     """Update (or create) a run file with ``data``; ruamel's round trip keeps comments and order."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    from ..bundle import write_bytes_atomic
+
     yaml = YAML(typ="rt")
     yaml.indent(mapping=2, sequence=4, offset=2)
     document = yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None
@@ -75,7 +77,8 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
     "--condition",
     "defenses",
     multiple=True,
-    help="Condition, repeatable: a defense policy (D0 default, B1-B4, D1-D4, D3_LM) or a prompt condition (standard, authorized, stress).",
+    help="Condition, repeatable: a defense policy (D0 default, B1-B4, D1-D4, D3_LM) "
+    "or a prompt condition (standard, authorized, stress).",
 )
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
@@ -109,7 +112,8 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 )
 @click.option(
     "--exec-agent",
-    help="Permission stage: a fixed execution agent (an endpoint spec) for every policy writer (default: each item's endpoint).",
+    help="Permission stage: a fixed execution agent (an endpoint spec) for every policy writer "
+    "(default: each item's endpoint).",
 )
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
@@ -122,13 +126,15 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.pass_context
-def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> None:
+def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) -> None:
     """Run a pack against endpoints; write a sealed, validated bundle.
 
     Settings come from RUN_FILE (YAML or JSON, keys as the long options with
     underscores, lists for endpoints/defenses/seeds/stages) and/or the options;
     options win.
     """
+    from ..engine.run import RunSettings, execute_run
+
     data = _from_file(run_file) if run_file else {}
     for key in (
         "pack",
@@ -200,7 +206,8 @@ def run_command(ctx: click.Context, run_file: Path | None, **options: Any) -> No
         click.echo(f"note: cases with no stage in this run were left out: {skipped}", err=True)
     verdict = "valid" if outcome.report.ok else "INVALID"
     click.echo(
-        f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows, {outcome.resumed_rows} resumed; {verdict})"
+        f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows, "
+        f"{outcome.resumed_rows} resumed; {verdict})"
     )
     click.echo(f"archive: {outcome.archive}")
     ctx.exit(0 if outcome.report.ok else 1)

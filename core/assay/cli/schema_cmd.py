@@ -7,7 +7,6 @@ import json
 import click
 
 from ..errors import UsageError
-from ..schemas import DOCUMENT_NAMES, spec_schemas
 
 
 @click.command("schema")
@@ -15,6 +14,8 @@ from ..schemas import DOCUMENT_NAMES, spec_schemas
 @click.option("--spec", "major", type=int, default=1, show_default=True, help="Major spec version.")
 def schema_command(name: str | None, major: int) -> None:
     """Print the JSON Schema NAME, or list the schemas with their $id."""
+    from ..schemas import DOCUMENT_NAMES, spec_schemas
+
     schemas = spec_schemas(major)
     if name is None:
         for document in (*DOCUMENT_NAMES, "defs"):

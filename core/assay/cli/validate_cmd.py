@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..schemas import DOCUMENT_NAMES
-from ..validate import validate_path
 from . import get_host
 
 
@@ -33,6 +33,8 @@ def validate_command(
     Each problem is one line, FILE:LINE: /json/pointer: message, most relevant
     first. Exit 0 when everything is valid, 1 when anything is not.
     """
+    from ..validate import validate_path
+
     registry = get_host(ctx).registry
     reports = [validate_path(path, registry, pack=pack, schema=schema) for path in paths]
     if as_json:
@@ -53,7 +55,7 @@ def validate_command(
     ctx.exit(0 if all(r.ok for r in reports) else 1)
 
 
-def _summary(facts: dict) -> str:
+def _summary(facts: dict[str, Any]) -> str:
     parts = []
     if facts.get("name"):
         parts.append(f"{facts['name']} {facts.get('version')}")

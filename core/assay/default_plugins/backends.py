@@ -5,12 +5,14 @@ from __future__ import annotations
 from ..backends.local import LocalBackend
 from ..backends.openai import OpenAIBackend
 from ..backends.scripted import ScriptedBackend
-from ..hookspecs import hookimpl
+from ..components import Backend
+from ..hookspecs import Register, hookimpl
 
 
 @hookimpl
-def register_backends(register) -> None:
+def register_backends(register: Register) -> None:
     """Register the three built-in backends."""
-    register(OpenAIBackend())
-    register(LocalBackend())
-    register(ScriptedBackend())
+    # Typed as the protocol so that mypy checks the built-ins satisfy it.
+    backends: tuple[Backend, ...] = (OpenAIBackend(), LocalBackend(), ScriptedBackend())
+    for backend in backends:
+        register(backend)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
+from ..hookspecs import Register, hookimpl
 
 
 @hookimpl
-def register_commands(register) -> None:
+def register_commands(register: Register) -> None:
     """Register the built-in commands."""
     # Imported here so that loading plugins does not import click commands
     # until commands are actually wanted.

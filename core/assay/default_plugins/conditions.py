@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 
 from ..components import Defense
-from ..hookspecs import hookimpl
+from ..hookspecs import Register, hookimpl
 from .defenses import policy_document
 
 _AUTHORIZED = (
@@ -95,7 +95,7 @@ CONDITIONS = (STANDARD, AUTHORIZED, STRESS, UNRESTRICTED, CURATED)
 
 
 @hookimpl
-def register_defenses(register) -> None:
+def register_defenses(register: Register) -> None:
     """Register the prompt conditions standard, authorized and stress, and the permission baselines."""
     for condition in CONDITIONS:
         register(condition)

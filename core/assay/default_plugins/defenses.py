@@ -17,14 +17,15 @@ in the prompt as its ``placement`` says (see ``assay.engine.prompts``).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..components import Defense
 from ..hashing import digest_document
-from ..hookspecs import hookimpl
+from ..hookspecs import Register, hookimpl
 from ..schemas import CURRENT_SPEC_VERSION
 
 
-def policy_document(**fields) -> dict:
+def policy_document(**fields: Any) -> dict[str, Any]:
     """A defense policy document with its digest filled in."""
     document = {"spec_version": CURRENT_SPEC_VERSION, **fields}
     document["digest"] = digest_document(document)
@@ -358,7 +359,7 @@ DEFENSES = (D0, B1, B2, B3, B4, D1, D2, D3, D4, D3_LM)
 
 
 @hookimpl
-def register_defenses(register) -> None:
+def register_defenses(register: Register) -> None:
     """Register the built-in conditions: D0, B1-B4, D1-D3, D4 and D3_LM."""
     for defense in DEFENSES:
         register(defense)

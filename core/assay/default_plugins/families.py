@@ -11,7 +11,7 @@ and the multi-label defaults a case inherits where it is silent.
 from __future__ import annotations
 
 from ..components import Family
-from ..hookspecs import hookimpl
+from ..hookspecs import Register, hookimpl
 
 _ATTACK_STAGES = ("semantic", "audit", "exec")
 
@@ -143,7 +143,8 @@ PERMISSION_KINDS: tuple[Family, ...] = (
         name="perm.sensitive",
         kind="permission",
         title="Sensitive permission task",
-        description="Write permissions for a task with dangerous shortcuts, credentials or destructive operations within reach.",
+        description="Write permissions for a task with dangerous shortcuts, credentials "
+        "or destructive operations within reach.",
         stages=("permission",),
     ),
 )
@@ -152,7 +153,7 @@ ALL_FAMILIES = ATTACK_FAMILIES + BENIGN_FAMILIES + TRAJECTORY_KINDS + PERMISSION
 
 
 @hookimpl
-def register_families(register) -> None:
+def register_families(register: Register) -> None:
     """Register the built-in attack families and task kinds."""
     for family in ALL_FAMILIES:
         register(family)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
+from ..components import Sandbox
+from ..hookspecs import Register, hookimpl
 from ..sandboxes.local import LocalSandboxFactory
 
 
 @hookimpl
-def register_sandboxes(register) -> None:
+def register_sandboxes(register: Register) -> None:
     """Register the local sandbox."""
-    register(LocalSandboxFactory())
+    sandbox: Sandbox = LocalSandboxFactory()  # typed as the protocol so that mypy checks it satisfies it
+    register(sandbox)

@@ -29,7 +29,8 @@ class ResponseCache:
         # the last commits, and those requests are simply asked again.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, response TEXT NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS responses "
+            "(key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, response TEXT NOT NULL)"
         )
 
     def get(self, key: str) -> ChatResponse | None:

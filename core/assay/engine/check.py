@@ -18,6 +18,7 @@ from ..packs import Pack
 from ..plugins import PluginHost
 from .planner import WorkItem
 from .runtime import Job, Runtime
+from .threads import use_worker_threads
 
 __all__ = ["CheckResult", "check_pack"]
 
@@ -64,7 +65,8 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
     result = CheckResult(cases=len(index), skipped=len(everything) - len(index))
 
     async def go() -> list[tuple[WorkItem, dict[str, Any]]]:
-        runtime = Runtime(job)
+        use_worker_threads(concurrency)
+        runtime = Runtime(job, host)
         limit = asyncio.Semaphore(concurrency)
 
         async def one(item: WorkItem) -> tuple[WorkItem, dict[str, Any]]:
@@ -86,7 +88,8 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
         if "exec" not in row["stages"]:
             if item.endpoint == "attacker":
                 result.failures.append(
-                    f"{item.case_id}: the exec stage did not run ({'; '.join(e['message'] for e in row['errors']) or 'no outcome'})"
+                    f"{item.case_id}: the exec stage did not run "
+                    f"({'; '.join(e['message'] for e in row['errors']) or 'no outcome'})"
                 )
             continue
         if kind == "benign":
@@ -95,7 +98,8 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
                 missed = [name for name, fired in _fired(row, ("benign_utility",)) if not fired]
                 if missed or not _fired(row, ("benign_utility",)):
                     result.failures.append(
-                        f"{item.case_id}: the safe agent does not complete the benign task (utility oracle {', '.join(missed) or 'missing'})"
+                        f"{item.case_id}: the safe agent does not complete the benign task "
+                        f"(utility oracle {', '.join(missed) or 'missing'})"
                     )
             continue
         harm = _fired(row, _HARM)

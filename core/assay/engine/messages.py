@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from ..errors import BackendError
+
 __all__ = ["BackendError", "ChatRequest", "ChatResponse", "fold_system", "plain_turns"]
 
 
@@ -29,15 +31,6 @@ def fold_system(messages: tuple[Mapping[str, Any], ...]) -> tuple[dict[str, Any]
             message["content"] = f"{system}\n\n{message.get('content') or ''}"
             return tuple(rest)
     return ({"role": "user", "content": system}, *rest)
-
-
-class BackendError(Exception):
-    """A model call failed for good (after the retry budget); the work item becomes an error row."""
-
-    def __init__(self, message: str, *, kind: str = "backend", attempts: int = 1) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.attempts = attempts
 
 
 def _wire(message: Mapping[str, Any]) -> dict[str, Any]:

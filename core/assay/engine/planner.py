@@ -42,7 +42,7 @@ class WorkItem:
             "protocol": self.protocol,
         }
 
-    def ident(self) -> tuple:
+    def ident(self) -> tuple[str, str, str, int, int, str]:
         """The key as a tuple (hashable, in key order)."""
         return (self.case_id, self.endpoint, self.condition, self.seed, self.epoch, self.protocol)
 
@@ -158,7 +158,8 @@ def build_plan(
             raise UsageError(f"the plan has no {axis}")
         if len(set(values)) != len(values):
             raise UsageError(
-                f"the plan names the same {axis[:-1]} twice: {sorted(v for v in values if list(values).count(v) > 1)[0]!r}"
+                f"the plan names the same {axis[:-1]} twice: "
+                f"{sorted(v for v in values if list(values).count(v) > 1)[0]!r}"
             )
     if epochs < 1:
         raise UsageError("epochs must be at least 1")

@@ -113,7 +113,8 @@ def _turns(case: Mapping[str, Any]) -> list[dict[str, Any]]:
                 turns.append(
                     {
                         "role": "user",
-                        "content": f"[A new session (session {index + 1}) begins. Memory from earlier sessions persists.]",
+                        "content": f"[A new session (session {index + 1}) begins. "
+                        "Memory from earlier sessions persists.]",
                     }
                 )
             turns += [dict(m) for m in session["messages"]]

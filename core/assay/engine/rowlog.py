@@ -31,13 +31,13 @@ class RowLog:
         self.path = path
         self.fsync_interval_s = fsync_interval_s
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.rows: dict[tuple, bytes] = {}
+        self.rows: dict[tuple[Any, ...], bytes] = {}
         self.dropped_partial = False
         self._recover()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._last_sync = time.monotonic()
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-fsync")
-        self._sync: Future | None = None
+        self._sync: Future[None] | None = None
 
     def _recover(self) -> None:
         if not self.path.exists():
@@ -55,10 +55,10 @@ class RowLog:
             ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"], key["protocol"])
             self.rows.setdefault(ident, line + b"\n")
 
-    def __contains__(self, ident: tuple) -> bool:
+    def __contains__(self, ident: tuple[Any, ...]) -> bool:
         return ident in self.rows
 
-    def append(self, ident: tuple, row: Mapping[str, Any]) -> None:
+    def append(self, ident: tuple[Any, ...], row: Mapping[str, Any]) -> None:
         """Append one finished row (ignored if the item already has one)."""
         if ident in self.rows:
             return

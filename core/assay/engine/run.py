@@ -22,8 +22,9 @@ import orjson
 
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
-from ..components import MetricContext
+from ..components import Executor, MetricContext
 from ..errors import UsageError
+from ..executors.local import LocalExecutor
 from ..hashing import digest_document
 from ..packs import Pack, find_manifest
 from ..permissions.jail import landlock_available
@@ -32,7 +33,7 @@ from ..sandboxes.local import TOOL_SCHEMAS
 from ..schemas import CURRENT_SPEC_VERSION
 from ..summary import compute_metrics, summary_document
 from ..validate import Report, validate_path
-from .planner import Plan, build_plan, parse_sample, select_cases
+from .planner import Plan, WorkItem, build_plan, parse_sample, select_cases
 from .progress import Progress
 from .prompts import PROMPT_VERSION, prompt_digest
 from .rowlog import RowLog
@@ -98,7 +99,7 @@ def _resolve_pack(text: str, host: PluginHost) -> Pack:
     if find_manifest(path) is not None:
         return Pack.from_directory(path)
     name, _, version = text.partition("@")
-    pack = host.registry.get("packs", name)
+    pack: Pack | None = host.registry.get("packs", name)
     if pack is None:
         raise UsageError(
             f"pack {name!r} is not installed (installed: {', '.join(host.registry.names('packs')) or 'none'})"
@@ -116,7 +117,8 @@ def _endpoint_specs(texts: Sequence[str], host: PluginHost) -> list[tuple[str, C
         spec = parse_spec(text, what="endpoint")
         if host.registry.get("backends", spec.plugin) is None:
             raise UsageError(
-                f"endpoint {text!r}: backend {spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})"
+                f"endpoint {text!r}: backend {spec.plugin!r} is not a registered plugin "
+                f"({', '.join(host.registry.names('backends'))})"
             )
         options = dict(spec.options)
         endpoint_id = options.pop("id", None) or "-".join(
@@ -243,18 +245,21 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     exec_agent = parse_spec(settings.exec_agent, what="exec agent") if settings.exec_agent else None
     if exec_agent is not None and host.registry.get("backends", exec_agent.plugin) is None:
         raise UsageError(
-            f"--exec-agent {settings.exec_agent!r}: backend {exec_agent.plugin!r} is not a registered plugin ({', '.join(host.registry.names('backends'))})"
+            f"--exec-agent {settings.exec_agent!r}: backend {exec_agent.plugin!r} is not a registered plugin "
+            f"({', '.join(host.registry.names('backends'))})"
         )
     executor_spec = parse_spec(settings.executor, what="executor")
-    executor = host.registry.get("executors", executor_spec.plugin)
+    executor: Executor | None = host.registry.get("executors", executor_spec.plugin)
     if executor is None:
         raise UsageError(
-            f"executor {executor_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('executors'))})"
+            f"executor {executor_spec.plugin!r} is not a registered plugin "
+            f"({', '.join(host.registry.names('executors'))})"
         )
 
     index = pack.case_index()
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
-    runnable, excluded = {}, {}
+    runnable: dict[str, str] = {}  # case id -> family
+    excluded: dict[str, int] = {}  # family -> cases the chosen stages do not apply to
     for case_id, entry in index.items():
         family = host.registry.get("families", entry["family"])
         if family is not None and set(family.stages) & set(stages):
@@ -295,13 +300,15 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
     if "permission" in stages and any(d != "unrestricted" for d in settings.defenses) and not landlock_available():
         raise UsageError(
-            "the permission stage enforces policies with Landlock, which this kernel lacks; refusing to run them unconfined (only --condition unrestricted can run here)"
+            "the permission stage enforces policies with Landlock, which this kernel lacks; "
+            "refusing to run them unconfined (only --condition unrestricted can run here)"
         )
     if "exec" in stages:
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:
             raise UsageError(
-                f"sandbox {sandbox_spec.plugin!r} is not a registered plugin ({', '.join(host.registry.names('sandboxes'))})"
+                f"sandbox {sandbox_spec.plugin!r} is not a registered plugin "
+                f"({', '.join(host.registry.names('sandboxes'))})"
             )
         if hasattr(sandbox, "check"):
             sandbox.check()
@@ -334,7 +341,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     resumed = len(log.rows)
     pending = [item for item in plan.items() if item.ident() not in log]
     progress = Progress(len(plan), done=len(plan) - len(pending), enabled=settings.progress)
-    runtime = Runtime(job)
+    runtime = Runtime(job, host)
     public_options = {
         endpoint_id: {
             k: v
@@ -345,13 +352,13 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     }
     manifest = _run_manifest(run_id, pack, plan, host, runtime, settings, executor_spec, public_options)
 
-    def sink(item, row) -> None:
+    def sink(item: WorkItem, row: dict[str, Any]) -> None:
         log.append(item.ident(), row)
         progress.advance(error=bool(row["errors"]))
 
     try:
         options = dict(executor_spec.options)
-        if executor_spec.plugin == "local":
+        if isinstance(executor, LocalExecutor):  # it reuses the runtime built for the manifest
             executor.run(job, pending, sink, concurrency=settings.concurrency, options=options, runtime=runtime)
         else:
             executor.run(job, pending, sink, concurrency=settings.concurrency, options=options)

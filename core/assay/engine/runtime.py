@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Oracle, Sandbox
 from ..errors import UsageError
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
@@ -51,7 +52,7 @@ class Job:
 class CachedEndpoint:
     """An endpoint whose answers go through the response cache (keyed by the canonical request)."""
 
-    def __init__(self, endpoint: Any, cache: ResponseCache | None) -> None:
+    def __init__(self, endpoint: Endpoint, cache: ResponseCache | None) -> None:
         self.inner = endpoint
         self.id = endpoint.id
         self.scripted = bool(getattr(endpoint, "scripted", False))
@@ -80,19 +81,25 @@ class CachedEndpoint:
 
 @dataclass
 class Runtime:
-    """Plugins, pack, endpoints and judge of one run, built from a :class:`Job`."""
+    """Plugins, pack, endpoints and judge of one run, built from a :class:`Job`.
+
+    ``plugins`` reuses a host the caller already loaded under the job's plugin
+    switches (the driver of a local run: plugins load once per command); a
+    worker elsewhere (Ray) passes none and loads them itself.
+    """
 
     job: Job
+    plugins: InitVar[PluginHost | None] = None
     host: PluginHost = field(init=False)
     pack: Pack = field(init=False)
     endpoints: dict[str, CachedEndpoint] = field(init=False)
-    judge: Any = field(init=False)
+    judge: JudgeInstance = field(init=False)
     exec_agent: CachedEndpoint | None = field(default=None, init=False)
     _cases: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     _cache: ResponseCache | None = field(default=None, init=False)
 
-    def __post_init__(self) -> None:
-        self.host = load_plugins(environ=dict(self.job.environ) or None)
+    def __post_init__(self, plugins: PluginHost | None) -> None:
+        self.host = plugins if plugins is not None else load_plugins(environ=dict(self.job.environ) or None)
         registry = self.host.registry
         self.pack = Pack.from_directory(self.job.pack_root)
         self._cache = ResponseCache(Path(self.job.cache_path)) if self.job.cache_path else None
@@ -118,14 +125,14 @@ class Runtime:
         )
         self._index = self.pack.case_index()
         sandbox_name, sandbox_options = self.job.sandbox
-        self.sandbox = registry.get("sandboxes", sandbox_name)
+        self.sandbox: Sandbox | None = registry.get("sandboxes", sandbox_name)
         if self.sandbox is None and "exec" in self.job.stages:
             raise UsageError(f"sandbox {sandbox_name!r} is not a registered plugin (see 'assay plugins')")
         self.sandbox_options = dict(sandbox_options)
-        self.oracles = registry.items("oracles")
+        self.oracles: dict[str, Oracle] = registry.items("oracles")
 
-    def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Any:
-        backend = self.host.registry.get("backends", backend_name)
+    def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Endpoint:
+        backend: Backend | None = self.host.registry.get("backends", backend_name)
         if backend is None:
             raise UsageError(f"backend {backend_name!r} is not a registered plugin (see 'assay plugins')")
         # ``family`` is the engine's (it groups endpoints for paired statistics), not the backend's.
@@ -142,14 +149,14 @@ class Runtime:
 
     def policy(self, condition: str) -> Mapping[str, Any]:
         """The defense policy document of a condition."""
-        defense = self.host.registry.get("defenses", condition)
+        defense: Defense | None = self.host.registry.get("defenses", condition)
         if defense is None:
             raise UsageError(f"defense {condition!r} is not a registered plugin")
         return defense.document
 
     def stages_for(self, case: Mapping[str, Any]) -> list[str]:
         """The run's stages that this case's family supports, in stage order."""
-        family = self.host.registry.get("families", case.get("family"))
+        family: Family | None = self.host.registry.get("families", case.get("family"))
         supported = set(family.stages) if family is not None else set()
         return [stage for stage in STAGE_ORDER if stage in self.job.stages and stage in supported]
 
@@ -158,10 +165,17 @@ class Runtime:
         case = self.case(item.case_id)
         endpoint = self.endpoints[item.endpoint]
         ctx = ItemContext(
-            item, case, endpoint, self.judge, self.policy(item.condition), self.job.max_tokens, self.job.temperature
+            item,
+            case,
+            endpoint,
+            self.judge,
+            self.policy(item.condition),
+            self.job.max_tokens,
+            self.job.temperature,
+            pack_root=self.pack.root,
         )
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
-        ctx.pack_root, ctx.oracles, ctx.controller = self.pack.root, self.oracles, self.job.controller
+        ctx.oracles, ctx.controller = self.oracles, self.job.controller
         ctx.budget = {key: json.loads(value) for key, value in self.job.budget}
         ctx.exec_agent = self.exec_agent
         ctx.row = {
@@ -184,7 +198,8 @@ class Runtime:
                 )
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
-        return withhold(ctx.row, ctx.policy)
+        row: dict[str, Any] = withhold(ctx.row, ctx.policy)
+        return row
 
     async def aclose(self) -> None:
         """Close endpoints and the cache."""
@@ -192,7 +207,9 @@ class Runtime:
             await endpoint.aclose()
         if self.exec_agent is not None:
             await self.exec_agent.aclose()
-        if getattr(self.judge, "endpoint", None) is not None:
-            await self.judge.endpoint.aclose()
+        # A judge that calls a model keeps its endpoint (an optional member of JudgeInstance).
+        judge_endpoint = getattr(self.judge, "endpoint", None)
+        if judge_endpoint is not None:
+            await judge_endpoint.aclose()
         if self._cache is not None:
             self._cache.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import UsageError
 
@@ -25,7 +26,7 @@ class ComponentSpec:
     options: dict[str, str] = field(default_factory=dict)
     text: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """JSON form for run files and manifests."""
         return {"plugin": self.plugin, "options": dict(self.options)}
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..engine.planner import WorkItem
-from ..engine.runtime import Job, Runtime
 from ..errors import UsageError
+
+# The runtime (stages, sandboxes, jail) is imported when items are executed, not
+# when the executor is registered: plugin loading must stay cheap.
+if TYPE_CHECKING:
+    from ..engine.runtime import Job, Runtime
 
 __all__ = ["LocalExecutor"]
 
-Sink = Callable[[WorkItem, dict], None]
+Sink = Callable[[WorkItem, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -37,11 +41,20 @@ class LocalExecutor:
         ``runtime`` reuses one the caller already built from ``job`` (the
         driver builds it to describe endpoints; loading a model twice is waste).
         """
+        import asyncio
+
         if options:
             raise UsageError(f"the local executor takes no options (got {', '.join(sorted(options))})")
+        from ..engine.runtime import Runtime
+
         asyncio.run(self._run(runtime or Runtime(job), list(items), sink, max(1, concurrency)))
 
     async def _run(self, runtime: Runtime, items: list[WorkItem], sink: Sink, concurrency: int) -> None:
+        import asyncio
+
+        from ..engine.threads import use_worker_threads
+
+        use_worker_threads(concurrency)
         queue = iter(items)
 
         async def worker() -> None:

@@ -9,18 +9,21 @@ it runs; rows come back to the driver, which appends them as tasks finish.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.planner import WorkItem
-from ..engine.runtime import Job, Runtime
 from ..errors import UsageError
+
+# The runtime (stages, sandboxes, jail) is imported when items are executed, not
+# when the executor is registered: plugin loading must stay cheap.
+if TYPE_CHECKING:
+    from ..engine.runtime import Job, Runtime
 
 __all__ = ["RayExecutor", "run_batch"]
 
-Sink = Callable[[WorkItem, dict], None]
+Sink = Callable[[WorkItem, dict[str, Any]], None]
 
 # One runtime per worker process and job: building it loads plugins and
 # endpoints, which must not happen per batch. Keyed by the job, so a worker
@@ -28,16 +31,22 @@ Sink = Callable[[WorkItem, dict], None]
 _RUNTIMES: dict[Job, Runtime] = {}
 
 
-def run_batch(job: Job, items: list[WorkItem], concurrency: int) -> list[tuple[WorkItem, dict]]:
+def run_batch(job: Job, items: list[WorkItem], concurrency: int) -> list[tuple[WorkItem, dict[str, Any]]]:
     """Execute a batch of items in a worker (the body of the Ray task)."""
+    import asyncio
+
+    from ..engine.runtime import Runtime
+    from ..engine.threads import use_worker_threads
+
     runtime = _RUNTIMES.get(job)
     if runtime is None:
         runtime = _RUNTIMES[job] = Runtime(job)
 
-    async def go() -> list[tuple[WorkItem, dict]]:
+    async def go() -> list[tuple[WorkItem, dict[str, Any]]]:
+        use_worker_threads(concurrency)
         semaphore = asyncio.Semaphore(concurrency)
 
-        async def one(item: WorkItem) -> tuple[WorkItem, dict]:
+        async def one(item: WorkItem) -> tuple[WorkItem, dict[str, Any]]:
             async with semaphore:
                 return item, await runtime.execute(item)
 

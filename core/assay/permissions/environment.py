@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import EnvironmentSpecError
+
 __all__ = ["EnvironmentSpecError", "Layout", "SYSTEM_PATHS", "materialize"]
 
 #: Top-level jail paths that come from the host (mounted, linked or made by the
@@ -27,10 +29,6 @@ SYSTEM_PATHS = ("/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "
 # /tmp is made fresh by the jail but may be seeded by the environment, so
 # walk() lists what is in it without listing the directory itself.
 _SCAFFOLD = ("/tmp",)
-
-
-class EnvironmentSpecError(ValueError):
-    """An environment entry cannot be laid down; the message names the offending path."""
 
 
 def _check(path: Any, what: str) -> str:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import JailError, LandlockUnavailable
 from ..sandboxes import landlock
 from .environment import Layout
 from .model import AXES, PermissionSet
@@ -108,14 +109,6 @@ _DEFAULT_ENV = {
 _SIGNAL_BASE = 128
 
 
-class JailError(RuntimeError):
-    """The jail could not be set up; nothing of the command ran."""
-
-
-class LandlockUnavailable(JailError):
-    """A policy was given but this kernel cannot enforce it with Landlock."""
-
-
 @dataclass
 class JailResult:
     """The outcome of one jailed run.
@@ -171,7 +164,8 @@ def run_in_jail(
     if policy is not None:
         if not landlock_available():
             raise LandlockUnavailable(
-                "this kernel has no Landlock support, so the policy cannot be enforced; refusing to run the command unconfined"
+                "this kernel has no Landlock support, so the policy cannot be enforced; "
+                "refusing to run the command unconfined"
             )
         for permissions in (policy, implicit):
             for axis in AXES:
@@ -256,7 +250,8 @@ def _launch(spec: dict[str, Any], *, timeout_s: float, cwd: str) -> JailResult:
     if error:
         raise JailError(error)
     code = process.returncode
-    accessed, denials = (None, [])
+    accessed: PermissionSet | None = None
+    denials: list[Denial] = []
     if spec["strace"]:
         accessed, denials = parse_strace(b"".join(chunks).decode("utf-8", "surrogateescape"), cwd=cwd)
     return JailResult(
@@ -523,7 +518,7 @@ def _drop_capabilities() -> None:
             os.close(fd)
     except (OSError, ValueError):
         last = 40
-    for cap in sorted(set(range(last + 1)) - _KEPT_CAPABILITIES - {_CAP_SETPCAP}) + [_CAP_SETPCAP]:
+    for cap in [*sorted(set(range(last + 1)) - _KEPT_CAPABILITIES - {_CAP_SETPCAP}), _CAP_SETPCAP]:
         # EINVAL: a capability this kernel does not have.
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
             raise _Setup(f"cannot drop capability {cap}: {os.strerror(ctypes.get_errno())}")
@@ -656,7 +651,7 @@ def _child_main(spec: dict[str, Any]) -> None:
     try:
         if spec["policy"] is not None:
             landlock.restrict_self_to(_landlock_rules(PermissionSet.from_mapping(spec["policy"])), deny_tcp=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure must keep the command from running unconfined, reported
         _fail(error_fd, f"cannot apply the Landlock policy: {exc}")
     program = list(spec["argv"])
     if spec["strace"]:

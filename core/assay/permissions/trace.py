@@ -25,6 +25,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..errors import StraceNotFound
 from .model import AXES, PermissionSet
 
 __all__ = ["Denial", "STRACE_OPTIONS", "StraceNotFound", "find_strace", "parse_strace", "with_interpreters"]
@@ -57,10 +58,6 @@ _WRITES = {"creat", "unlink", "unlinkat", "rmdir", "mkdir", "mkdirat", "mknod", 
 _FORKS = {"clone", "clone3", "fork", "vfork"}
 _OPENS = {"open", "openat", "openat2"}
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC")
-
-
-class StraceNotFound(RuntimeError):
-    """``strace`` is not installed; the message says how to install it."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +208,6 @@ def _path(call: _Call, dirfd_index: int | None, path_index: int, cwd: str) -> st
 
 def _calls(text: str) -> Iterator[_Call]:
     """Complete calls, in the order they started, with unfinished/resumed halves joined."""
-    started: list[tuple[int, _Call | None]] = []
     pending: dict[int | None, tuple[int, str]] = {}
     finished: dict[int, _Call] = {}
     for number, line in enumerate(text.splitlines()):
@@ -331,7 +327,9 @@ def _decode(body: str) -> str:
             out.append(int(body[i + 2 : i + 4], 16))
             i += 4
         elif nxt in "01234567":
-            digits = re.match(r"[0-7]{1,3}", body[i + 1 : i + 4]).group()
+            octal = re.match(r"[0-7]{1,3}", body[i + 1 : i + 4])
+            assert octal is not None  # nxt, its first character, is an octal digit
+            digits = octal.group()
             out.append(int(digits, 8) & 0xFF)
             i += 1 + len(digits)
         else:

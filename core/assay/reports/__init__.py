@@ -15,10 +15,33 @@ The CLI commands are ``assay report`` and ``assay compare``.
 
 from __future__ import annotations
 
-from ._load import BundleFiles, ReportData, claim_differences, open_bundle, read_bundle, recompute
-from .compare import Comparison, ComparisonResult, Selector, compare_rows
-from .html import render_html, write_html
-from .markdown import render_comparison_markdown, render_markdown
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._load import BundleFiles, ReportData, claim_differences, open_bundle, read_bundle, recompute
+    from .compare import Comparison, ComparisonResult, Selector, compare_rows
+    from .html import render_html, write_html
+    from .markdown import render_comparison_markdown, render_markdown
+
+# Each name is imported from its module on first use (PEP 562): the command line
+# imports this package to build its options, and most commands draw no report.
+_HOMES = {
+    "BundleFiles": "._load",
+    "ReportData": "._load",
+    "claim_differences": "._load",
+    "open_bundle": "._load",
+    "read_bundle": "._load",
+    "recompute": "._load",
+    "Comparison": ".compare",
+    "ComparisonResult": ".compare",
+    "Selector": ".compare",
+    "compare_rows": ".compare",
+    "render_html": ".html",
+    "write_html": ".html",
+    "render_comparison_markdown": ".markdown",
+    "render_markdown": ".markdown",
+}
 
 __all__ = [
     "BundleFiles",
@@ -36,3 +59,13 @@ __all__ = [
     "render_markdown",
     "write_html",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value

@@ -110,7 +110,7 @@ def _inside(root: Path, relative: Any, label: str) -> Path:
 
 def _read_json(path: Path, name: str, schema: str) -> dict[str, Any]:
     try:
-        data = orjson.loads(path.read_bytes())
+        data: dict[str, Any] = orjson.loads(path.read_bytes())  # an object once _check has passed
     except (orjson.JSONDecodeError, RecursionError) as exc:
         raise SpecError(f"{name}: not JSON: {str(exc).splitlines()[0]}") from None
     except OSError as exc:
@@ -169,9 +169,10 @@ def case_families(
     if pack_root is not None:
         pack, where = Pack.from_directory(pack_root), f"pack directory {pack_root}"
     else:
-        pack, where = registry.get("packs", identity.get("name")), f"installed pack {identity.get('name')}"
-        if pack is None:
+        installed: Pack | None = registry.get("packs", identity.get("name"))
+        if installed is None:
             return {}, f"unknown: pack {identity.get('name')} is not installed (install it or pass --pack DIR)"
+        pack, where = installed, f"installed pack {identity.get('name')}"
     try:
         manifest = pack.manifest
     except AssayError as exc:
@@ -180,7 +181,8 @@ def case_families(
     if manifest.get("version") != identity.get("version") or manifest.get("digest") != identity.get("digest"):
         return (
             {},
-            f"unknown: {where} is {manifest.get('version')} {manifest.get('digest')}, not the bundle's {identity.get('version')} {identity.get('digest')}",
+            f"unknown: {where} is {manifest.get('version')} {manifest.get('digest')}, "
+            f"not the bundle's {identity.get('version')} {identity.get('digest')}",
         )
     cases = {case_id: {"family": entry.get("family", "unknown")} for case_id, entry in pack.case_index().items()}
     return cases, f"{where} {manifest.get('version')}"

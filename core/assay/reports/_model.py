@@ -284,7 +284,7 @@ def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, de
     columns += [key.replace("_", " ") for key in detail_keys] + (["counts"] if counts else [])
     rows = []
     for value in values:
-        cells = _group_cells(value, extra, scripted) + [format_number(value.value)]
+        cells = [*_group_cells(value, extra, scripted), format_number(value.value)]
         if has_k:
             cells.append(format_number(value.numerator))
         cells.append(format_number(value.denominator))
@@ -363,8 +363,10 @@ def _section(name: str, metric: Any, values: Sequence[MetricValue], scripted: fr
         )
         return MetricSection(name, description, (_audit_table(values, scripted),), notes)
     if name == JOIN_METRIC:
-        notes = ("Matched work items (case, endpoint, condition, seed, epoch) with both a semantic verdict and an exec outcome; "
-                 "value = CorePass share of the ExecHarm items.",)  # fmt: skip
+        notes = (
+            "Matched work items (case, endpoint, condition, seed, epoch) with both a semantic verdict "
+            "and an exec outcome; value = CorePass share of the ExecHarm items.",
+        )
         tables = (_metric_table(values, scripted, details=False), *_join_tables(values, scripted))
         return MetricSection(name, description, tables, notes, "rate", _points(values, scripted, None))
     table = _metric_table(values, scripted)
@@ -399,11 +401,13 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
     warnings = []
     if scripted:
         warnings.append(
-            f"Scripted endpoints ({', '.join(sorted(scripted))}) replay fixed or synthetic outputs: their numbers measure no model."
+            f"Scripted endpoints ({', '.join(sorted(scripted))}) replay fixed or synthetic outputs: "
+            "their numbers measure no model."
         )
     if not data.reproduced:
         warnings.append(
-            f"metrics.json does not reproduce: {plural(len(data.differences), 'difference')} from the numbers recomputed here (listed under Claims)."
+            f"metrics.json does not reproduce: {plural(len(data.differences), 'difference')} "
+            "from the numbers recomputed here (listed under Claims)."
         )
     return ReportModel(
         title=title or f"assay report: {pack.get('name')} {pack.get('version')}, run {data.bundle.run.get('run_id')}",

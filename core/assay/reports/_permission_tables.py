@@ -55,13 +55,15 @@ def _static(panel: Any) -> Table | None:
                 value = values.get((endpoint, condition, axis, metric))
                 if value is None and axis == "macro":  # a metric plugin without a macro group: the mean of the axes
                     parts = [values.get((endpoint, condition, a, metric)) for a in _AXES]
-                    value = sum(parts) / 3 if all(p is not None for p in parts) else None
+                    known = [p for p in parts if p is not None]
+                    value = sum(known) / 3 if len(known) == len(parts) else None
                 cells.append(_number(value))
         rows.append((panel.label(endpoint), str(condition), *cells))
     return Table(
         tuple(columns),
         tuple(rows),
-        caption="Static policy quality: mean precision (P), recall (R) and F1 per axis; macro is the mean of the three axes",
+        caption="Static policy quality: mean precision (P), recall (R) and F1 per axis; "
+        "macro is the mean of the three axes",
         numeric_from=2,
     )
 
@@ -73,8 +75,16 @@ def _dynamic(panel: Any) -> Table | None:
     if not keys:
         return None
     rows = tuple((panel.label(e), str(c), *(percent_cell(cells[m].get((e, c))) for m in metrics)) for e, c in keys)
-    return Table(("endpoint", "condition", "completion (standard)", "utility (sensitive)", "exposure (sensitive)"), rows,
-                 caption="Enforced execution: percent [95% Wilson interval] (k/n); unrestricted and curated are the baselines", numeric_from=2)  # fmt: skip
+    return Table(
+        ("endpoint", "condition", "completion (standard)", "utility (sensitive)", "exposure (sensitive)"),
+        rows,
+        caption="Enforced execution: percent [95% Wilson interval] (k/n); unrestricted and curated are the baselines",
+        numeric_from=2,
+    )
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count} ({100 * count / total:.1f}%)" if total else "0"
 
 
 def _errors(panel: Any) -> Table | None:
@@ -87,13 +97,12 @@ def _errors(panel: Any) -> Table | None:
     for v in values:
         detail: Mapping[str, int] = v.detail or {}
         total = sum(int(detail.get(c, 0)) for c in ERROR_CATEGORIES)
-        share = lambda c: f"{detail.get(c, 0)} ({100 * detail.get(c, 0) / total:.1f}%)" if total else "0"  # noqa: E731
         rows.append(
             (
                 panel.label(v.group["endpoint"]),
                 str(v.group["condition"]),
                 str(total),
-                *(share(c) for c in ERROR_CATEGORIES),
+                *(_share(detail.get(c, 0), total) for c in ERROR_CATEGORIES),
             )
         )
     return Table(
@@ -117,6 +126,13 @@ def permission_sections(panel: Any) -> Sequence[MainSection]:
         "Completion counts standard tasks whose execution finished and whose utility verifier passed; utility and "
         "exposure count sensitive tasks whose utility or attack verifier fired.",
     )
-    return (MainSection("permission", "Permission policies: static quality, enforced execution, errors",
-                        "Per model: how close the generated policy is to the curated spec, and what happened when it was enforced by Landlock.",
-                        tables, notes),)  # fmt: skip
+    return (
+        MainSection(
+            "permission",
+            "Permission policies: static quality, enforced execution, errors",
+            "Per model: how close the generated policy is to the curated spec, "
+            "and what happened when it was enforced by Landlock.",
+            tables,
+            notes,
+        ),
+    )

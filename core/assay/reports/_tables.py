@@ -30,7 +30,7 @@ from ._permission_tables import permission_sections
 
 __all__ = ["main_sections"]
 
-_FLAG_NAMES = dict(zip(EVIDENCE_FLAGS, ("TextHarm", "AccessHarm", "ActionHarm", "PersistHarm")))
+_FLAG_NAMES = dict(zip(EVIDENCE_FLAGS, ("TextHarm", "AccessHarm", "ActionHarm", "PersistHarm"), strict=True))
 #: Outcomes shown only when some row of the table has them (the design omits all-zero NotObservable).
 _OPTIONAL_OUTCOMES = ("NotObservable", "OtherNoHarm")
 _JOIN_CELLS = ("CoreFail_ExecHarm", "CoreFail_NoExecHarm", "CorePass_ExecHarm", "CorePass_NoExecHarm")
@@ -244,7 +244,8 @@ def _audit(panel: _Panel) -> MainSection | None:
     notes = (
         "AuditRows (Audited) are the CoreFail rows the audit selected; Missing counts CoreFail rows without an audit. "
         "Check says closes when, in every endpoint's accounting the row covers, Audited = HarmEvidence + SemanticOnly "
-        "+ NotObservable + NullAudit + OtherNoHarm and nothing is missing; otherwise OPEN. The four evidence columns count "
+        "+ NotObservable + NullAudit + OtherNoHarm and nothing is missing; otherwise OPEN. "
+        "The four evidence columns count "
         "rows with each flag and may overlap within HarmEvidence; NotObservable and OtherNoHarm are shown only when "
         "some row has them.",
     )
@@ -267,12 +268,15 @@ def _exec(panel: _Panel) -> MainSection | None:
     ]
     if not tables:
         return None
-    notes = ("Exec is a separate agent loop in an isolated sandbox; its rates are decided by deterministic oracles "
-             "on the state diff. The last row of each table pools every endpoint's exec rows of a defense.",)  # fmt: skip
+    notes = (
+        "Exec is a separate agent loop in an isolated sandbox; its rates are decided by deterministic oracles "
+        "on the state diff. The last row of each table pools every endpoint's exec rows of a defense.",
+    )
     return MainSection(
         "exec",
         "Exec outcomes by endpoint and defense",
-        "ObservedHarm@Exec (a harm oracle fired), StateChange-ASR and ToolCall-ASR per endpoint (rows) and defense (columns).",
+        "ObservedHarm@Exec (a harm oracle fired), StateChange-ASR and ToolCall-ASR "
+        "per endpoint (rows) and defense (columns).",
         tuple(tables),
         notes,
         "spread",
@@ -314,8 +318,10 @@ def _join(panel: _Panel) -> MainSection | None:
         "matched",
         "CorePass share of ExecHarm",
     )
-    notes = ("Matched work items (case, endpoint, defense, seed, epoch) with both a semantic verdict and an exec outcome. "
-             "CoreFail only = CoreFail without ExecHarm; neither = CorePass without ExecHarm.",)  # fmt: skip
+    notes = (
+        "Matched work items (case, endpoint, defense, seed, epoch) with both a semantic verdict and an exec outcome. "
+        "CoreFail only = CoreFail without ExecHarm; neither = CorePass without ExecHarm.",
+    )
     return MainSection(
         "core-exec-join",
         "Core-exec join",

@@ -81,7 +81,8 @@ class Selector:
 
 
 def _stage(row: Row, name: str) -> Mapping[str, Any] | None:
-    return row.get("stages", {}).get(name)
+    outcome: Mapping[str, Any] | None = row.get("stages", {}).get(name)
+    return outcome
 
 
 def _field(stage: str, name: str, *, null_is_false: bool = False) -> Callable[[Row], bool | None]:
@@ -186,7 +187,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class GroundingComparison:
-    """Mean five-point grounding of A and one B over paired trajectory rows, with a task-blocked sign-permutation test."""
+    """Mean five-point grounding of A and one B over paired trajectory rows.
+
+    With a task-blocked sign-permutation test of the difference.
+    """
 
     b: str
     pairs: int
@@ -233,14 +237,15 @@ def _available(rows: Sequence[Row]) -> str:
     return "; ".join(parts)
 
 
-def _index(rows: Sequence[Row], selector: Selector, pair_on: Sequence[str], role: str) -> dict[tuple, Row]:
-    index: dict[tuple, Row] = {}
+def _index(rows: Sequence[Row], selector: Selector, pair_on: Sequence[str], role: str) -> dict[tuple[Any, ...], Row]:
+    index: dict[tuple[Any, ...], Row] = {}
     for row in rows:
         if selector.matches(row):
             key = tuple(row["key"].get(name) for name in pair_on)
             if key in index:
                 raise AssayError(
-                    f"{role} {selector}: two rows share the key {dict(zip(pair_on, key))} (run 'assay validate')"
+                    f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "
+                    "(run 'assay validate')"
                 )
             index[key] = row
     if not index:
@@ -286,7 +291,8 @@ def compare_rows(
     for b in bs:
         if b.fields != a.fields:
             raise UsageError(
-                f"--b {b} selects {', '.join(b.fields)} but --a {a} selects {', '.join(a.fields)}; both must name the same fields"
+                f"--b {b} selects {', '.join(b.fields)} but --a {a} selects {', '.join(a.fields)}; "
+                "both must name the same fields"
             )
         if b == a:
             raise UsageError(f"--b {b} is the same as --a")
@@ -301,8 +307,8 @@ def compare_rows(
             Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys))
         )
         for outcome in chosen:
-            pairs = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in keys]
-            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+            both = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in keys]
+            pairs = [(x, y) for x, y in both if x is not None and y is not None]
             if not pairs:
                 if outcomes:
                     no_pairs.append((str(b), outcome.name))
@@ -350,7 +356,7 @@ def compare_rows(
             tasks,
             perm_p,
         )
-        for (b, name, n, rate_a, rate_b, boot, test, tasks, perm_p), p_holm in zip(pending, adjusted)
+        for (b, name, n, rate_a, rate_b, boot, test, tasks, perm_p), p_holm in zip(pending, adjusted, strict=True)
     )
     return ComparisonResult(
         str(a),
@@ -366,9 +372,19 @@ def compare_rows(
     )
 
 
-def _grounding(a_index, b_index, keys, b: str, resamples: int, seed: int) -> list[GroundingComparison]:
+def _grounding(
+    a_index: Mapping[tuple[Any, ...], Row],
+    b_index: Mapping[tuple[Any, ...], Row],
+    keys: Sequence[tuple[Any, ...]],
+    b: str,
+    resamples: int,
+    seed: int,
+) -> list[GroundingComparison]:
     """The grounding comparison of one B, when both rows of some pairs carry a trajectory stage."""
-    score = lambda row: (_stage(row, "trajectory") or {}).get("grounding", {}).get("score")  # noqa: E731
+
+    def score(row: Row) -> Any:  # a number, or None without a trajectory stage
+        return (_stage(row, "trajectory") or {}).get("grounding", {}).get("score")
+
     kept = [k for k in keys if score(a_index[k]) is not None and score(b_index[k]) is not None]
     if not kept:
         return []

@@ -68,7 +68,10 @@ def _figure(section: MetricSection) -> list[str]:
 def _main_figure(section: MainSection) -> list[str]:
     if section.figure == "trajectory" and section.points:
         svg = trajectory_chart(section.points, f"{section.title}: one line per endpoint across defenses")
-        caption = "Defense trajectories: the rate of each endpoint (one line each) across the defenses in plan order; lower is better."
+        caption = (
+            "Defense trajectories: the rate of each endpoint (one line each) across the defenses in plan order; "
+            "lower is better."
+        )
     elif section.figure == "spread" and section.points:
         svg = spread_chart(
             section.points, f"{section.title}: mean over endpoints per defense, with each endpoint's rate"
@@ -108,7 +111,8 @@ def _body(model: ReportModel) -> list[str]:
         out.append("</ul>")
     else:
         out.append(
-            "<p>Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl.</p>"
+            "<p>Every number claimed in metrics.json is reproduced by the registered metric plugins "
+            "from rows.jsonl.</p>"
         )
     out.append(
         '<p class="note">Every number below is recomputed from the rows, not copied from metrics.json. '

@@ -190,7 +190,8 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         ["## Outcomes"],
         markdown_table(tests) if result.comparisons else ["No outcome has paired rows."],
         [
-            "b counts pairs where the outcome holds under A only, c under B only; a positive difference means B is higher."
+            "b counts pairs where the outcome holds under A only, c under B only; "
+            "a positive difference means B is higher."
         ],
     ]
     if result.grounding:
@@ -229,9 +230,11 @@ def render_trajectory_pairs_markdown(pairs: Sequence[Any], alpha: float) -> str:
         sec, ctl = pair.security, pair.controls
         rows = [("security tasks", sec)] + ([("controls", ctl)] if ctl is not None else [])
         success = Table(
-            ("tasks", "pairs", "task blocks", "success A", "success B", "diff (B - A)", "95% CI", "b (A only)", "c (B only)", "McNemar p", "sign-perm p"),
+            ("tasks", "pairs", "task blocks", "success A", "success B", "diff (B - A)", "95% CI", "b (A only)",
+             "c (B only)", "McNemar p", "sign-perm p"),
             tuple((name, str(t.pairs), str(t.tasks), format_number(t.rate_a), format_number(t.rate_b), f"{t.diff:+.3f}",
-                   f"[{t.ci_low:+.3f}, {t.ci_high:+.3f}]", str(t.mcnemar_b), str(t.mcnemar_c), _p(t.p_value), _p(t.sign_perm_p)) for name, t in rows),
+                   f"[{t.ci_low:+.3f}, {t.ci_high:+.3f}]", str(t.mcnemar_b), str(t.mcnemar_c), _p(t.p_value),
+                   _p(t.sign_perm_p)) for name, t in rows),
             numeric_from=1,
         )  # fmt: skip
         a, b = pair.a_stats, pair.b_stats
@@ -246,7 +249,8 @@ def render_trajectory_pairs_markdown(pairs: Sequence[Any], alpha: float) -> str:
                 ("model calls per run", f"{a.model_calls:.2f}", f"{b.model_calls:.2f}"),
                 ("tokens per run", f"{a.tokens:.0f}", f"{b.tokens:.0f}"),
                 ("wall time per run (s)", f"{a.wall_time_s:.2f}", f"{b.wall_time_s:.2f}"),
-                *((f"success: {name}", format_number(a.success_by_family.get(name, 0.0)), format_number(b.success_by_family.get(name, 0.0)))
+                *((f"success: {name}", format_number(a.success_by_family.get(name, 0.0)),
+                   format_number(b.success_by_family.get(name, 0.0)))
                   for name in sorted(set(a.success_by_family) | set(b.success_by_family))),
             ),
             numeric_from=1,

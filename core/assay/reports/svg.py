@@ -86,7 +86,8 @@ def rate_chart(points: Sequence[FigurePoint], title: str) -> str:
             )
             for end in (low, high):
                 out.append(
-                    f'<line x1="{_n(end)}" y1="{_n(y - 5)}" x2="{_n(end)}" y2="{_n(y + 5)}" stroke="{colour}" stroke-width="2"/>'
+                    f'<line x1="{_n(end)}" y1="{_n(y - 5)}" x2="{_n(end)}" y2="{_n(y + 5)}" '
+                    f'stroke="{colour}" stroke-width="2"/>'
                 )
         if point.value is not None:
             out.append(f'<circle cx="{_n(x(point.value))}" cy="{_n(y)}" r="4.5" fill="{colour}"/>')
@@ -124,7 +125,8 @@ def family_chart(points: Sequence[FigurePoint], title: str) -> str:
         centre = x0 + bars_w / 2
         out.append(f"<g><title>{escape(category)}</title>")
         out.append(
-            f'<text x="{_n(centre)}" y="{_n(top + plot_h + 16)}" text-anchor="middle">{escape(_short(category, chars))}</text>'
+            f'<text x="{_n(centre)}" y="{_n(top + plot_h + 16)}" text-anchor="middle">'
+            f"{escape(_short(category, chars))}</text>"
         )
         out.append("</g>")
         for s_index, name in enumerate(series):
@@ -140,16 +142,19 @@ def family_chart(points: Sequence[FigurePoint], title: str) -> str:
             else:
                 bar_top = y(point.value)
                 out.append(
-                    f'<rect x="{_n(bx)}" y="{_n(bar_top)}" width="{_n(bar_w)}" height="{_n(y(0) - bar_top)}" fill="{colour}" fill-opacity="0.75"/>'
+                    f'<rect x="{_n(bx)}" y="{_n(bar_top)}" width="{_n(bar_w)}" height="{_n(y(0) - bar_top)}" '
+                    f'fill="{colour}" fill-opacity="0.75"/>'
                 )
             if point.low is not None and point.high is not None:
                 low, high = y(point.low), y(point.high)
                 out.append(
-                    f'<line x1="{_n(mid)}" y1="{_n(low)}" x2="{_n(mid)}" y2="{_n(high)}" stroke="#222" stroke-width="1.5"/>'
+                    f'<line x1="{_n(mid)}" y1="{_n(low)}" x2="{_n(mid)}" y2="{_n(high)}" '
+                    'stroke="#222" stroke-width="1.5"/>'
                 )
                 for end in (low, high):
                     out.append(
-                        f'<line x1="{_n(mid - 4)}" y1="{_n(end)}" x2="{_n(mid + 4)}" y2="{_n(end)}" stroke="#222" stroke-width="1.5"/>'
+                        f'<line x1="{_n(mid - 4)}" y1="{_n(end)}" x2="{_n(mid + 4)}" y2="{_n(end)}" '
+                        'stroke="#222" stroke-width="1.5"/>'
                     )
             out.append("</g>")
     out.append(f'<line x1="{_n(left)}" y1="{_n(y(0))}" x2="{_n(width - 8)}" y2="{_n(y(0))}" stroke="#555"/>')
@@ -213,24 +218,25 @@ def trajectory_chart(points: Sequence[FigurePoint], title: str) -> str:
     chars = int(step // 7)
     for index, category in enumerate(categories):
         out.append(
-            f'<text x="{_n(x(index))}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>'
+            f'<text x="{_n(x(index))}" y="{_n(top + plot_h + 18)}" text-anchor="middle">'
+            f"<title>{escape(category)}</title>{escape(_short(category, chars))}</text>"
         )
     by_key = {(point.series, point.category): point for point in points}
     for name in series:
         colour = colours[name]
-        drawn = [
-            (i, by_key[name, c])
-            for i, c in enumerate(categories)
-            if (name, c) in by_key and by_key[name, c].value is not None
-        ]
+        drawn: list[tuple[int, FigurePoint, float]] = []
+        for i, category in enumerate(categories):
+            point = by_key.get((name, category))
+            if point is not None and point.value is not None:
+                drawn.append((i, point, point.value))
         out.append(f"<g><title>{escape(name)}</title>")
         if len(drawn) > 1:
-            path = " ".join(f"{_n(x(i))},{_n(y(p.value))}" for i, p in drawn)  # type: ignore[arg-type]
+            path = " ".join(f"{_n(x(i))},{_n(y(value))}" for i, _, value in drawn)
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         out.append("</g>")
-        for i, point in drawn:
+        for i, point, value in drawn:
             out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
-            out.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(point.value))}" r="4" fill="{colour}"/>')  # type: ignore[arg-type]
+            out.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(value))}" r="4" fill="{colour}"/>')
             out.append("</g>")
     out.append(
         f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(width - 8)}" y2="{_n(top + plot_h)}" stroke="#555"/>'
@@ -264,37 +270,46 @@ def spread_chart(points: Sequence[FigurePoint], title: str) -> str:
     chars = int(step // 7)
     for index, category in enumerate(categories):
         centre = left + step * (index + 0.5)
-        members = [p for p in points if p.category == category and p.value is not None]
+        members = [(p, p.value) for p in points if p.category == category and p.value is not None]
         out.append(
-            f'<text x="{_n(centre)}" y="{_n(top + plot_h + 18)}" text-anchor="middle"><title>{escape(category)}</title>{escape(_short(category, chars))}</text>'
+            f'<text x="{_n(centre)}" y="{_n(top + plot_h + 18)}" text-anchor="middle">'
+            f"<title>{escape(category)}</title>{escape(_short(category, chars))}</text>"
         )
         if not members:
             continue
-        values = [float(p.value) for p in members]  # type: ignore[arg-type]
+        values = [float(value) for _, value in members]
         mean, low, high = sum(values) / len(values), min(values), max(values)
-        summary = f"{category}: mean {mean:.3f} over {len(values)} endpoint{'' if len(values) == 1 else 's'} (range {low:.3f} to {high:.3f})"
+        summary = (
+            f"{category}: mean {mean:.3f} over {len(values)} endpoint{'' if len(values) == 1 else 's'} "
+            f"(range {low:.3f} to {high:.3f})"
+        )
         out.append(f"<g><title>{escape(summary)}</title>")
         out.append(
-            f'<rect x="{_n(centre - bar_w / 2)}" y="{_n(y(mean))}" width="{_n(bar_w)}" height="{_n(y(0) - y(mean))}" fill="#999" fill-opacity="0.45"/>'
+            f'<rect x="{_n(centre - bar_w / 2)}" y="{_n(y(mean))}" width="{_n(bar_w)}" '
+            f'height="{_n(y(0) - y(mean))}" fill="#999" fill-opacity="0.45"/>'
         )
         out.append(
-            f'<line x1="{_n(centre)}" y1="{_n(y(low))}" x2="{_n(centre)}" y2="{_n(y(high))}" stroke="#222" stroke-width="1.5"/>'
+            f'<line x1="{_n(centre)}" y1="{_n(y(low))}" x2="{_n(centre)}" y2="{_n(y(high))}" '
+            'stroke="#222" stroke-width="1.5"/>'
         )
         for end in (low, high):
             out.append(
-                f'<line x1="{_n(centre - 5)}" y1="{_n(y(end))}" x2="{_n(centre + 5)}" y2="{_n(y(end))}" stroke="#222" stroke-width="1.5"/>'
+                f'<line x1="{_n(centre - 5)}" y1="{_n(y(end))}" x2="{_n(centre + 5)}" y2="{_n(y(end))}" '
+                'stroke="#222" stroke-width="1.5"/>'
             )
         out.append(
-            f'<text x="{_n(centre + bar_w / 2 + 3)}" y="{_n(y(mean) + 4)}" font-size="10" fill="#333">{100 * mean:.1f}%</text>'
+            f'<text x="{_n(centre + bar_w / 2 + 3)}" y="{_n(y(mean) + 4)}" font-size="10" fill="#333">'
+            f"{100 * mean:.1f}%</text>"
         )
         out.append("</g>")
         spacing = min(8.0, (bar_w - 8) / max(1, len(series) - 1)) if len(series) > 1 else 0.0
-        for point in members:
+        for point, value in members:
             dx = (series.index(point.series) - (len(series) - 1) / 2) * spacing
             out.append(f"<g><title>{escape(point.label)}: {escape(_summary(point))}</title>")
             out.append(
-                f'<circle cx="{_n(centre + dx)}" cy="{_n(y(point.value))}" r="3.5" fill="{colours[point.series]}" stroke="#fff" stroke-width="0.8"/>'
-            )  # type: ignore[arg-type]
+                f'<circle cx="{_n(centre + dx)}" cy="{_n(y(value))}" r="3.5" fill="{colours[point.series]}" '
+                'stroke="#fff" stroke-width="0.8"/>'
+            )
             out.append("</g>")
     out.append(f'<line x1="{_n(left)}" y1="{_n(y(0))}" x2="{_n(width - 8)}" y2="{_n(y(0))}" stroke="#555"/>')
     _legend(out, series, colours, left, top + plot_h + axis_h + 4, legend_row)

@@ -14,6 +14,8 @@ import os
 import platform
 from collections.abc import Iterable, Mapping
 
+from ..errors import LandlockError
+
 __all__ = ["LandlockError", "abi_version", "restrict_self", "restrict_self_to"]
 
 # Syscall numbers: the generic table (x86_64 and aarch64 agree for these).
@@ -29,10 +31,6 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 
 _READ = READ_FILE | READ_DIR
 _WRITE = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SYM | MAKE_FIFO | MAKE_SOCK
-
-
-class LandlockError(OSError):
-    """Landlock is unavailable or refused the ruleset."""
 
 
 class _RulesetAttr(ctypes.Structure):

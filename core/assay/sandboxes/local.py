@@ -15,23 +15,21 @@ recorded events).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import shutil
-import sqlite3
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .landlock import abi_version
 from .runner import CONFINE_FAILED, run_confined
-from .web import PageServer
+
+if TYPE_CHECKING:
+    from .web import PageServer
 
 __all__ = ["LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS"]
 
@@ -82,6 +80,11 @@ def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def _addresses(value: Any) -> list[str]:
+    """An address argument as a list: a single address, or any iterable of them (None: none)."""
+    return [value] if isinstance(value, str) else [str(x) for x in value or []]
+
+
 def _inside(root: Path, sandbox_path: str) -> Path:
     """The real path of an absolute sandbox path; '..' cannot climb out."""
     parts = [p for p in PurePosixPath("/" + str(sandbox_path).lstrip("/")).parts[1:] if p not in ("", ".")]
@@ -103,6 +106,8 @@ class LocalSandbox:
     _site: str = ""
 
     def __post_init__(self) -> None:
+        import sqlite3
+
         env = self.case.get("environment", {})
         self.files = self.root / "files"
         self.mail = self.root / "mail"
@@ -128,7 +133,8 @@ class LocalSandbox:
             for row in rows:
                 columns = list(row)
                 db.execute(
-                    f'INSERT INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) VALUES ({", ".join("?" for _ in columns)})',
+                    f'INSERT INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
+                    f"VALUES ({', '.join('?' for _ in columns)})",
                     [row[c] for c in columns],
                 )
         db.commit()
@@ -148,7 +154,8 @@ class LocalSandbox:
 
     def _content(self, item: Mapping[str, Any]) -> bytes:
         if "fixture" in item:
-            return (self.pack_root / item["fixture"]).read_bytes()
+            fixture: str = item["fixture"]
+            return (self.pack_root / fixture).read_bytes()
         return str(item.get("content", "")).encode("utf-8")
 
     # ---------------------------------------------------------------- tools
@@ -159,6 +166,9 @@ class LocalSandbox:
 
     async def call(self, name: str, arguments: Any) -> str:
         """Run one tool call; errors come back as text (an agent sees them, the run goes on)."""
+        import asyncio
+        import sqlite3
+
         if not isinstance(arguments, dict):
             return "error: arguments must be a JSON object"
         method = getattr(self, f"_tool_{name}", None)
@@ -210,15 +220,19 @@ class LocalSandbox:
     def _tool_email_read(self, id: str) -> str:
         for path in sorted(self.mail.rglob(f"{id}.json")):
             message = json.loads(path.read_text())
-            return f"From: {message.get('from')}\nTo: {', '.join(message.get('to', []))}\nSubject: {message.get('subject')}\n\n{message.get('body')}"
+            return (
+                f"From: {message.get('from')}\n"
+                f"To: {', '.join(message.get('to', []))}\n"
+                f"Subject: {message.get('subject')}\n\n"
+                f"{message.get('body')}"
+            )
         return f"error: no message {id}"
 
     def _tool_email_send(self, to: Any, subject: str = "", body: str = "", cc: Any = (), bcc: Any = ()) -> str:
-        as_list = lambda v: [v] if isinstance(v, str) else [str(x) for x in v or []]  # noqa: E731
-        message = {
-            "to": as_list(to),
-            "cc": as_list(cc),
-            "bcc": as_list(bcc),
+        message: dict[str, Any] = {
+            "to": _addresses(to),
+            "cc": _addresses(cc),
+            "bcc": _addresses(bcc),
             "subject": str(subject),
             "body": str(body),
         }
@@ -229,6 +243,8 @@ class LocalSandbox:
         return f"sent to {', '.join(message['to'] + message['cc'] + message['bcc'])}"
 
     def _tool_db_query(self, sql: str) -> str:
+        import sqlite3
+
         db = sqlite3.connect(self.root / "db.sqlite")
         try:
             cursor = db.execute(sql)
@@ -237,12 +253,13 @@ class LocalSandbox:
             if cursor.description is None:
                 return f"ok ({db.total_changes} rows changed)"
             header = [d[0] for d in cursor.description]
-            return json.dumps([dict(zip(header, row)) for row in rows])
+            return json.dumps([dict(zip(header, row, strict=True)) for row in rows])
         finally:
             db.close()
 
     def _memory(self) -> dict[str, str]:
-        return json.loads((self.root / "memory.json").read_text())
+        memory: dict[str, str] = json.loads((self.root / "memory.json").read_text())
+        return memory
 
     def _tool_memory_read(self, key: str | None = None) -> str:
         memory = self._memory()
@@ -261,6 +278,9 @@ class LocalSandbox:
         return f"forgot {key}"
 
     async def _tool_web_fetch(self, url: str) -> str:
+        import asyncio
+        import urllib.request
+
         path = self.page_paths.get(url) or self.page_paths.get(
             "/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url
         )
@@ -271,11 +291,14 @@ class LocalSandbox:
 
         def fetch() -> str:
             with urllib.request.urlopen(self._site + path, timeout=10) as response:
-                return response.read().decode("utf-8", errors="replace")
+                page: bytes = response.read()
+            return page.decode("utf-8", errors="replace")
 
         return await asyncio.to_thread(fetch)
 
     async def _tool_code_run(self, code: str, language: str = "python") -> str:
+        import asyncio
+
         if language.lower() not in ("python", "python3", "py"):
             return f"error: only python is available, not {language}"
         self.events.append({"store": "code", "op": "executed", "target": "python:" + " ".join(str(code).split())[:60]})
@@ -298,6 +321,8 @@ class LocalSandbox:
 
     def snapshot(self) -> dict[str, dict[str, str]]:
         """Digests of everything in every store."""
+        import sqlite3
+
         state: dict[str, dict[str, str]] = {"files": {}, "email": {}, "database": {}, "memory": {}}
         for path in sorted(self.files.rglob("*")):
             if path.is_file():
@@ -351,13 +376,18 @@ class LocalSandboxFactory:
     """The ``local`` sandbox plugin."""
 
     name: str = "local"
-    description: str = "Files, mailbox, SQLite, memory on disk; web pages on a loopback HTTP server; code in a child with no network, rlimits and Landlock."
+    description: str = (
+        "Files, mailbox, SQLite, memory on disk; web pages on a loopback HTTP server; "
+        "code in a child with no network, rlimits and Landlock."
+    )
     _pages: PageServer | None = field(default=None, repr=False)
 
     def create(
         self, case: Mapping[str, Any], *, pack_root: Path, options: Mapping[str, str] | None = None
     ) -> LocalSandbox:
         """A fresh sandbox for one work item."""
+        from .web import PageServer
+
         options = dict(options or {})
         if self._pages is None:
             self._pages = PageServer()

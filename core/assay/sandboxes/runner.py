@@ -23,7 +23,10 @@ CONFINE_FAILED = 126
 def run_confined(
     workspace: Path, argv: Sequence[str], *, timeout_s: float = 20.0, limits: Mapping[str, int] | None = None
 ) -> tuple[int | None, str]:
-    """Run ``argv`` (``python`` means this interpreter) in ``workspace``; returns (exit code or None on timeout, output)."""
+    """Run ``argv`` (``python`` means this interpreter) in ``workspace``.
+
+    Returns (exit code, or None on timeout; output).
+    """
     limits = dict(limits or {})
     interpreter = os.path.realpath(sys.executable)
     runtime = sorted({sys.base_prefix, sys.prefix, os.path.dirname(interpreter)})
@@ -47,7 +50,8 @@ def run_confined(
         result = subprocess.run(
             [sys.executable, "-m", "assay.sandboxes._confine", json.dumps(spec), "--", *program],
             cwd=workspace, capture_output=True, text=True, timeout=timeout_s,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(workspace), "TMPDIR": str(workspace), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONDONTWRITEBYTECODE": "1"},
+            env={"PATH": "/usr/bin:/bin", "HOME": str(workspace), "TMPDIR": str(workspace),
+                 "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONDONTWRITEBYTECODE": "1"},
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         return None, "timed out"

@@ -10,6 +10,7 @@ import secrets
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 __all__ = ["PageServer"]
 
@@ -37,7 +38,7 @@ class PageServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args) -> None:  # keep the engine's output clean
+            def log_message(self, format: str, *args: Any) -> None:  # keep the engine's output clean
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -1,19 +1,21 @@
 """A small, fast OpenAI-compatible chat-completions server for loopback tests and benchmarks.
 
-It answers deterministically from the request (no model is called) and can
-inject faults on a schedule, so clients' retry, timeout and parsing paths can
-be tested and benchmarked without a provider. Only the standard library is
-used (``asyncio`` plus a minimal HTTP/1.1 parser), so it runs anywhere assay
-does.
+It answers deterministically from the request (no model is called), can play a
+scripted multi-turn agent, and can inject faults on a schedule, so clients'
+retry, timeout and parsing paths can be tested and benchmarked without a
+provider. The HTTP layer is :mod:`aiohttp.web`, already a dependency of assay:
+one :class:`aiohttp.web.Application` with a route per endpoint, served by an
+``AppRunner`` and a ``TCPSite`` on one event loop.
 
 Command line::
 
     python -m assay.testing.openai_server --host 127.0.0.1 --port 0 \\
-        [--latency-ms 50] [--faults SPEC] [--seed N] [--model NAME]
+        [--latency-ms 50] [--faults SPEC] [--seed N] [--model NAME] [--script FILE]
 
 Port 0 binds an ephemeral port. Once ready the server prints exactly one line,
 ``listening http://HOST:PORT``, to stdout (flushed) and serves until SIGTERM or
-SIGINT, then exits 0. Nothing else is ever written to stdout.
+SIGINT, then exits 0. Nothing else is ever written to stdout; a bad option,
+fault spec or script exits 2 with the reason on stderr.
 
 Endpoints
 ---------
@@ -21,7 +23,7 @@ Endpoints
     A ``chat.completion`` object: ``id`` (``chatcmpl-`` + a hash of the
     request), ``object``, ``created`` (the fixed :data:`CREATED`, for
     determinism), ``model`` (the request's, else the server's ``--model``),
-    ``choices`` and ``usage``. Latency and faults apply only here.
+    ``choices`` and ``usage``. Latency, faults and the script apply only here.
 ``GET /v1/models``
     The server's model, in the OpenAI list format.
 ``GET /health``
@@ -55,17 +57,62 @@ Replies
   tool call's name and arguments), capped at ``max_tokens`` when one is given;
   ``total_tokens`` is their sum.
 * ``n`` > 1 repeats the same choice; ``stream: true`` is refused with 400.
+* A request that a script rule matches gets the scripted reply instead (see
+  "Scripted agent").
 
-Malformed requests get 400 with an OpenAI-style JSON error, unknown paths 404,
-wrong methods 405. A misbehaving client never stops the server. Connections
-are kept alive (HTTP/1.1 default) unless the client sends ``Connection: close``
-or speaks HTTP/1.0 without ``keep-alive``; chunked request bodies are accepted.
+An invalid chat request (body not JSON, bad ``messages``, ...) gets 400 with an
+OpenAI-style JSON error, an unknown path 404 and a wrong method 405, all JSON. A
+body over 32 MiB gets a JSON 413 (at once from its ``Content-Length``, or as soon
+as a chunked body grows past the limit) and the connection is closed. HTTP
+itself is aiohttp's: a request that is not well-formed HTTP (a garbage request
+line, a bad header or ``Content-Length``, a header line over 8190 bytes, an
+HTTP/1.1 request without ``Host``) gets aiohttp's plain-text 400 and the
+connection is closed; it never reaches the handlers, so it is not counted (its
+connection is), and aiohttp logs it on the ``aiohttp.server`` logger. A chunked
+body whose encoding breaks only after its head has been accepted is not
+reported to the handler by aiohttp, so that request stays unanswered until the
+client gives up. A misbehaving client never stops the server. Connections are
+kept alive (HTTP/1.1 default) unless the client sends ``Connection: close`` or
+speaks HTTP/1.0 without ``keep-alive``; chunked request bodies and ``Expect:
+100-continue`` are handled. A client that half-closes its side of the
+connection after sending a request is taken to have gone away: aiohttp closes
+the connection, so such a client may get no reply.
+
+Scripted agent
+--------------
+``script`` (``--script FILE`` on the command line, a JSON file) makes the
+server play a deterministic tool-using agent over several turns, such as one
+that answers every turn with one JSON action. A script is a list of rules::
+
+    [{"match": "(?i)you are a file assistant",
+      "replies": ["{\\"tool\\": \\"list_files\\", \\"arguments\\": {\\"path\\": \\".\\"}}",
+                  "{\\"tool\\": \\"read_file\\", \\"arguments\\": {\\"path\\": \\"notes.txt\\"}}",
+                  "{\\"answer\\": \\"done\\"}"]}]
+
+For a valid chat request that no fault has claimed, the first rule whose
+``match`` (a Python regular expression; inline flags such as ``(?i)`` and
+``(?s)`` work) finds a match with ``re.search`` in the text of the request's
+system (and ``developer``) messages plus its first user message, joined with
+newlines, answers. The turn is the number of assistant messages in the request
+and the reply content is ``replies[turn]``, or the last reply once the
+conversation has gone past the end. The reply is a plain assistant message with
+``finish_reason`` ``"stop"``: it is neither wrapped for ``json_object`` nor cut
+by ``max_tokens`` (the script's author owns the content), and ``tool_calls``
+markers in the request are ignored. Usage is counted as for echo replies
+(whitespace words, ``completion_tokens`` capped at ``max_tokens``). A request
+that no rule matches gets the echo or tool-call reply. The reply depends on the
+request alone, so any number of concurrent conversations are served
+independently. A script is validated when the server is configured: a bad
+regular expression, missing or empty ``replies``, a reply that is not a string
+or an unknown key raises ``ValueError`` naming the rule's index (see
+:func:`parse_script`).
 
 Latency
 -------
-``latency_ms`` is the time from a chat request's arrival to its response: the
-reply is prepared first and then awaited with ``asyncio.sleep`` for whatever
-is left, so the server's own work and any queueing behind other requests fall
+``latency_ms`` is the time from a chat request's arrival (when aiohttp hands
+its parsed head to the handler, before the body is read) to its response: the
+reply is prepared first and then awaited with ``asyncio.sleep`` for whatever is
+left, so the server's own work and any queueing behind other requests fall
 inside the budget instead of adding to it. No thread is used per request; one
 event loop serves every connection.
 
@@ -91,7 +138,8 @@ Kinds:
     them only when ``ra=`` is given.
 ``timeout``
     The request is accepted and never answered: the connection is held until
-    the client closes it (gives up), an hour passes, or the server shuts down.
+    the client closes it (gives up), an hour passes, or the server shuts down,
+    and is then closed without a response.
 ``drop``
     The connection is closed without a response.
 ``malformed``
@@ -119,7 +167,7 @@ Python use::
         httpx.post(srv.base_url + "/v1/chat/completions", json=...)
         srv.stats()["faults"]                   # {"500": 1}
 
-    proc, base_url = spawn_server(latency_ms=50)  # a child process
+    proc, base_url = spawn_server(latency_ms=50, script=[{"match": "", "replies": ["hi"]}])
     ...
     stop_server(proc)                             # SIGTERM; returns 0
 """
@@ -128,9 +176,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
-import logging
 import os
 import random
 import re
@@ -138,11 +186,17 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+# aiohttp.web is imported when a server starts, not when this module is: a benchmark that only spawns
+# the server as a child must not pay for it (and must not count it in its own start-up).
+if TYPE_CHECKING:
+    from aiohttp import web
 
 __all__ = [
     "CREATED",
@@ -151,11 +205,13 @@ __all__ = [
     "FaultPlan",
     "FaultRule",
     "LoopbackServer",
+    "ScriptRule",
     "ServerStats",
     "StubServer",
     "build_completion",
     "main",
     "parse_faults",
+    "parse_script",
     "spawn_server",
     "start_server",
     "stop_server",
@@ -166,32 +222,27 @@ DEFAULT_MODEL = "assay-echo"
 CREATED = 1_700_000_000
 FAULT_KINDS = ("429", "500", "503", "drop", "malformed", "partial", "timeout")
 
-_log = logging.getLogger(__name__)
-
 # A `timeout` fault holds the connection this long at most; clients give up far sooner.
 _HANG_SECONDS = 3600.0
 _MAX_BODY = 32 * 1024 * 1024
-_HEAD_LIMIT = 64 * 1024
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Payload Too Large",
-    429: "Too Many Requests",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    501: "Not Implemented",
-    503: "Service Unavailable",
-}
+# On shutdown, replies still sleeping out their latency get this long to go out before they are cancelled.
+_SHUTDOWN_GRACE = 1.0
+# A large backlog absorbs connection bursts from benchmark clients opening 64+ connections at once.
+_BACKLOG = 1024
 _ERROR_TYPES = {429: "rate_limit_error", 500: "server_error", 503: "server_error"}
 _TOOL_MARKER = re.compile(r"CALL_TOOL:([A-Za-z0-9_.\-]+):")
 _JSON_DECODER = json.JSONDecoder()
+# Built once: json.dumps with options would build an encoder per call, twice per reply.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 # Valid JSON up to the point where it turns into an HTML error page, as broken proxies produce.
 _MALFORMED_BODY = b'{"id": "chatcmpl-malformed", "object": "chat.completion", "choices": [<html>502 Bad Gateway</html>'
 _CHAT_PATH = "/v1/chat/completions"
-_CLOSE_HEADER = "connection: close\r\n"
 _KNOWN_PATHS = frozenset({_CHAT_PATH, "/v1/models", "/health"})
+_JSON = "application/json"
+# Roles whose text a script rule is matched against, besides the first user message.
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_SCRIPT_KEYS = frozenset({"match", "replies"})
 
 
 # --------------------------------------------------------------------------- faults
@@ -456,7 +507,7 @@ def _words(text: str) -> int:
 
 
 def _tool_calls(text: str, digest: str) -> list[dict[str, Any]]:
-    calls = []
+    calls: list[dict[str, Any]] = []
     for match in _TOOL_MARKER.finditer(text):
         try:
             arguments, _ = _JSON_DECODER.raw_decode(text, match.end())
@@ -470,12 +521,96 @@ def _tool_calls(text: str, digest: str) -> list[dict[str, Any]]:
     return calls
 
 
-def build_completion(request: Any, *, model: str = DEFAULT_MODEL) -> dict[str, Any]:
+# --------------------------------------------------------------------------- scripted agent
+
+
+@dataclass(frozen=True)
+class ScriptRule:
+    """One rule of a script (see "Scripted agent" in the module docstring).
+
+    ``match`` is a regular expression searched for in the request's system
+    messages and first user message; ``replies`` are the contents to answer
+    with, one per turn, the last one repeated. Invalid values raise
+    ``ValueError`` on construction.
+    """
+
+    match: str
+    replies: tuple[str, ...]
+    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Check the fields and compile ``match``."""
+        object.__setattr__(self, "pattern", _compile_rule(self.match, self.replies))  # the dataclass is frozen
+
+    def reply(self, turn: int) -> str:
+        """The reply for ``turn`` (0-based): ``replies[turn]``, or the last reply past the end."""
+        return self.replies[min(turn, len(self.replies) - 1)]
+
+    def spec(self) -> dict[str, Any]:
+        """The rule as a JSON-ready object, so a script can be passed to a child process."""
+        return {"match": self.match, "replies": list(self.replies)}
+
+
+def _compile_rule(match: object, replies: object) -> re.Pattern[str]:
+    # Typed as object: rules come from JSON files, and hand-built rules get the same checks.
+    if not isinstance(match, str):
+        raise ValueError("'match' must be a string (a regular expression)")
+    if not isinstance(replies, tuple) or not replies:
+        raise ValueError("'replies' must be a non-empty list of strings")
+    for index, reply in enumerate(replies):
+        if not isinstance(reply, str):
+            raise ValueError(f"replies[{index}] must be a string, not {type(reply).__name__}")
+    try:
+        return re.compile(match)
+    except re.error as error:
+        raise ValueError(f"'match' is not a valid regular expression: {error}") from None
+
+
+def parse_script(script: object) -> tuple[ScriptRule, ...]:
+    """Validate a script (a list of ``{"match": REGEX, "replies": [STRING, ...]}`` objects) into rules.
+
+    :class:`ScriptRule` items are accepted as they are. Raises ``ValueError``
+    naming the index of the first bad rule.
+    """
+    if isinstance(script, str | bytes | Mapping) or not isinstance(script, Sequence):
+        raise ValueError("a script must be a list of rules")
+    rules = []
+    for index, item in enumerate(script):
+        if isinstance(item, ScriptRule):
+            rules.append(item)
+            continue
+        try:
+            if not isinstance(item, Mapping):
+                raise ValueError('must be an object {"match": REGEX, "replies": [STRING, ...]}')
+            unknown = sorted(str(key) for key in item if key not in _SCRIPT_KEYS)
+            if unknown:
+                raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))}; a rule has 'match' and 'replies'")
+            if "match" not in item:
+                raise ValueError("'match' is missing")
+            replies = item.get("replies")
+            if not isinstance(replies, list | tuple):
+                raise ValueError("'replies' must be a non-empty list of strings")
+            rules.append(ScriptRule(item["match"], tuple(replies)))
+        except ValueError as error:
+            raise ValueError(f"script rule {index}: {error}") from None
+    return tuple(rules)
+
+
+def _scripted(script: Sequence[ScriptRule], context: str, turn: int) -> str | None:
+    for rule in script:
+        if rule.pattern.search(context):
+            return rule.reply(turn)
+    return None
+
+
+def build_completion(request: Any, *, model: str = DEFAULT_MODEL, script: Sequence[ScriptRule] = ()) -> dict[str, Any]:
     """The ``chat.completion`` object the server returns for ``request`` (a decoded JSON body).
 
     Deterministic: the same request always gives the same object. ``model`` is
-    used when the request names none. Raises ``ValueError`` (with an OpenAI-style
-    ``param`` attribute) when the request is invalid.
+    used when the request names none; ``script`` holds the rules of a scripted
+    agent (see :func:`parse_script`), tried before the echo and tool-call
+    replies. Raises ``ValueError`` (with an OpenAI-style ``param`` attribute)
+    when the request is invalid.
     """
     if not isinstance(request, dict):
         raise _BadRequest("the request body must be a JSON object")
@@ -484,13 +619,23 @@ def build_completion(request: Any, *, model: str = DEFAULT_MODEL) -> dict[str, A
         raise _BadRequest("messages must be a non-empty list", "messages")
     prompt_tokens = 0
     last_user = ""
+    first_user: str | None = None
+    system: list[str] = []
+    turn = 0
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise _BadRequest(f"messages[{index}] must be an object with a string role", f"messages[{index}]")
         text = _text(message.get("content"), f"messages[{index}].content")
         prompt_tokens += _words(text)
-        if message["role"] == "user":
+        role = message["role"]
+        if role == "user":
             last_user = text
+            if first_user is None:
+                first_user = text
+        elif role == "assistant":
+            turn += 1
+        elif role in _SYSTEM_ROLES:
+            system.append(text)
     if request.get("stream"):
         raise _BadRequest("stream is not supported by this test server", "stream")
     max_tokens = _positive_int(request, "max_completion_tokens") or _positive_int(request, "max_tokens")
@@ -506,13 +651,23 @@ def build_completion(request: Any, *, model: str = DEFAULT_MODEL) -> dict[str, A
     name = request.get("model")
     name = name if isinstance(name, str) and name else model
     # The id hashes the canonical request, so identical requests get identical ids.
-    digest = hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    digest = hashlib.sha256(_CANONICAL.encode(request).encode()).hexdigest()
 
+    scripted = None
+    if script:
+        # The system prompt and the task identify the conversation; the later turns do not.
+        context = "\n".join(system if first_user is None else [*system, first_user])
+        scripted = _scripted(script, context, turn)
     calls: list[dict[str, Any]] = []
-    if tools and request.get("tool_choice") != "none" and messages[-1].get("role") == "user":
+    if scripted is None and tools and request.get("tool_choice") != "none" and messages[-1].get("role") == "user":
         calls = _tool_calls(last_user, digest)
-    if calls:
-        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+    if scripted is not None:
+        # The script's author owns the content: it is neither cut to max_tokens nor wrapped for json_object.
+        answer: dict[str, Any] = {"role": "assistant", "content": scripted}
+        finish_reason = "stop"
+        completion_tokens = _words(scripted)
+    elif calls:
+        answer = {"role": "assistant", "content": None, "tool_calls": calls}
         finish_reason = "tool_calls"
         completion_tokens = sum(_words(c["function"]["name"]) + _words(c["function"]["arguments"]) for c in calls)
     else:
@@ -523,11 +678,11 @@ def build_completion(request: Any, *, model: str = DEFAULT_MODEL) -> dict[str, A
         completion_tokens = _words(content)
         if response_format is not None and response_format.get("type") == "json_object":
             content = json.dumps({"echo": content})
-        message = {"role": "assistant", "content": content}
+        answer = {"role": "assistant", "content": content}
     if max_tokens is not None:
         completion_tokens = min(completion_tokens, max_tokens)
     choices = [
-        {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        {"index": index, "message": answer, "logprobs": None, "finish_reason": finish_reason}
         for index in range(choices_n)
     ]
     completion_tokens *= choices_n
@@ -548,27 +703,35 @@ def build_completion(request: Any, *, model: str = DEFAULT_MODEL) -> dict[str, A
 # --------------------------------------------------------------------------- the server
 
 
-class _HTTPError(Exception):
-    """A request that cannot be parsed; answered with ``status`` and the connection closed."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def _dumps(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode()
+    return _COMPACT.encode(payload).encode()
+
+
+def _error(message: str, kind: str = "invalid_request_error", param: str | None = None) -> bytes:
+    return _dumps(_error_body(message, kind, param))
 
 
 def _format_seconds(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
 
 
+def _drop(request: web.Request) -> web.StreamResponse:
+    """Close the connection without a response; return what the handler must still return."""
+    from aiohttp import web
+
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+    # aiohttp then tries to send this response; with the transport closing, that fails as a client that went
+    # away (a ConnectionError it ignores quietly), so not a byte of it is sent.
+    return web.Response()
+
+
 class StubServer:
-    """The asyncio server: one instance per listening socket. Use :func:`start_server` to run one.
+    """The aiohttp server: one instance per listening socket. Use :func:`start_server` to run one.
 
     ``stats()`` and ``reset()`` give tests the counters; ``plan`` is the
-    :class:`FaultPlan`.
+    :class:`FaultPlan` and ``script`` the scripted agent's rules.
     """
 
     def __init__(
@@ -578,43 +741,96 @@ class StubServer:
         faults: str | Sequence[FaultRule] | None = None,
         seed: int = 0,
         model: str = DEFAULT_MODEL,
+        script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
     ) -> None:
-        """Configure (but do not start) a server; ``faults`` is a spec string or rules."""
+        """Configure (but do not start) a server; ``faults`` is a spec string or rules, ``script`` a script.
+
+        Raises ``ValueError`` for a negative latency, a bad fault spec or a bad
+        script, so configuration errors surface before anything is bound.
+        """
         if latency_ms < 0:
             raise ValueError("latency_ms must not be negative")
         self.latency = latency_ms / 1000.0
         self.model = model
         self.plan = FaultPlan(_coerce_rules(faults), seed)
+        self.script = parse_script(script) if script is not None else ()
         self.counters = ServerStats()
         self.host: str | None = None
         self.port: int | None = None
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
+        self._closing: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Bodies that never change are serialised once, not per request.
         self._models_body = _dumps({
             "object": "list",
             "data": [{"id": model, "object": "model", "created": CREATED, "owned_by": "assay"}],
         })  # fmt: skip
+        self._wrong_method = {
+            path: _error(f"use {'POST' if path == _CHAT_PATH else 'GET'} {path}") for path in _KNOWN_PATHS
+        }
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Bind and start accepting connections; return the bound port (useful with port 0)."""
-        # A large backlog absorbs connection bursts from benchmark clients opening 64+ connections at once.
-        self._server = await asyncio.start_server(self._serve_connection, host, port, limit=_HEAD_LIMIT, backlog=1024)
-        self.host = host
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self.port
+        from aiohttp import web
+
+        if self._runner is not None:
+            raise RuntimeError("StubServer already started")
+        self._loop = asyncio.get_running_loop()
+        self._closing = asyncio.Event()
+        app = web.Application(client_max_size=_MAX_BODY)
+        route = app.router.add_route
+        # Every method reaches the handlers, so wrong methods get an OpenAI-style 405 and are counted.
+        route("*", _CHAT_PATH, self._chat)
+        route("*", "/v1/models", self._models)
+        route("*", "/health", self._health)
+        route("*", "/stats", self._stats)
+        route("*", "/stats/reset", self._stats_reset)
+        route("*", "/{path:.*}", self._not_found)
+        # access_log=None: no log record (and no clock read) per request. handler_cancellation: a client
+        # that disconnects cancels its handler, so held `timeout` requests do not pile up after clients leave.
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=_SHUTDOWN_GRACE)
+        await runner.setup()
+        assert runner.server is not None
+        self._count_connections(runner.server)
+        site = web.TCPSite(runner, host, port, backlog=_BACKLOG)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        bound: int = runner.addresses[0][1]  # the bound port, also when port 0 was asked for
+        self._runner, self.host, self.port = runner, host, bound
+        return bound
+
+    def _count_connections(self, server: web.Server) -> None:
+        # An Application has no connection hooks, but the runner's web.Server (the protocol factory) is told of
+        # every connection made and lost through these two public methods; wrapping them on this one instance
+        # counts connections without a per-request cost.
+        made, lost = server.connection_made, server.connection_lost
+        counters = self.counters
+
+        def connection_made(handler: web.RequestHandler, transport: asyncio.Transport) -> None:
+            counters.connection_opened()
+            made(handler, transport)
+
+        def connection_lost(handler: web.RequestHandler, exc: BaseException | None = None) -> None:
+            counters.connection_closed()
+            lost(handler, exc)
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
+        server.connection_lost = connection_lost  # type: ignore[method-assign]
 
     async def close(self) -> None:
-        """Stop listening and end every connection, including ones held by a ``timeout`` fault."""
-        if self._server is not None:
-            self._server.close()
-        tasks = list(self._connections)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        """Stop listening and end every connection, including ones held by a ``timeout`` fault.
+
+        Replies still sleeping out their latency get a short grace to go out;
+        idle keep-alive connections are closed at once.
+        """
+        if self._closing is not None:
+            self._closing.set()  # held requests close their connections now
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
 
     def stats(self) -> dict[str, Any]:
         """A snapshot of the counters (see :class:`ServerStats`)."""
@@ -625,241 +841,154 @@ class StubServer:
         self.counters.reset()
         self.plan.reset()
 
-    # ----------------------------------------------------------------- HTTP plumbing
+    # ----------------------------------------------------------------- handlers
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        self.counters.connection_opened()
-        try:
-            while await self._serve_request(reader, writer):
-                pass
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # the client went away or the server is shutting down; nothing to answer
-        except Exception:  # never let one bad client take the server down
-            _log.exception("openai_server: unexpected error on a connection")
-        finally:
-            self._connections.discard(task)
-            self.counters.connection_closed()
-            writer.close()
+    def _respond(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> web.Response:
+        # Counted before the response is written: a client in another thread may read the counters as soon as
+        # it has the reply.
+        from aiohttp import web
 
-    async def _serve_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Read and answer one request; return whether the connection stays open."""
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            arrived = asyncio.get_running_loop().time()
-        except asyncio.IncompleteReadError:
-            return False  # a clean close between requests, or a half-sent head: nothing to answer
-        except asyncio.LimitOverrunError:
-            self.counters.count_request("<bad>")
-            await self._send_error(writer, 431, "request head too large", keep=False)
-            return False
-        try:
-            method, path, keep, body = await self._parse(head, reader, writer)
-        except asyncio.LimitOverrunError:
-            self.counters.count_request("<bad>")
-            await self._send_error(writer, 400, "malformed chunked body", keep=False)
-            return False
-        except _HTTPError as error:
-            self.counters.count_request("<bad>")
-            await self._send_error(writer, error.status, str(error), keep=False)
-            return False
+        self.counters.count_response(status)
+        return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
 
-        if path == "/stats":
-            if method == "GET":
-                await self._send(writer, 200, _dumps(self.stats()), keep=keep, count=False)
-            else:
-                await self._send_error(writer, 405, "use GET /stats", keep=keep, count=False)
-            return keep
-        if path == "/stats/reset" and method == "POST":
-            self.reset()
-            await self._send(writer, 200, _dumps(self.stats()), keep=keep, count=False)
-            return keep
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        self.counters.count_request("/v1/models")
+        if request.method != "GET":
+            return self._respond(405, self._wrong_method["/v1/models"])
+        return self._respond(200, self._models_body)
 
-        self.counters.count_request(path)
-        if path == _CHAT_PATH:
-            if method != "POST":
-                await self._send_error(writer, 405, f"use POST {_CHAT_PATH}", keep=keep)
-                return keep
-            return await self._chat(body, arrived, reader, writer, keep)
-        if path == "/v1/models" and method == "GET":
-            await self._send(writer, 200, self._models_body, keep=keep)
-        elif path == "/health" and method == "GET":
-            await self._send(writer, 200, b'{"status":"ok"}', keep=keep)
-        elif path in _KNOWN_PATHS:
-            await self._send_error(writer, 405, f"use GET {path}", keep=keep)
-        else:
-            await self._send_error(writer, 404, f"no route for {method} {path}", keep=keep, kind="not_found_error")
-        return keep
+    async def _health(self, request: web.Request) -> web.StreamResponse:
+        self.counters.count_request("/health")
+        if request.method != "GET":
+            return self._respond(405, self._wrong_method["/health"])
+        return self._respond(200, b'{"status":"ok"}')
 
-    async def _parse(
-        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> tuple[str, str, bool, bytes]:
-        lines = head.lstrip(b"\r\n").decode("latin-1").split("\r\n")
-        request_line = lines[0].split(" ")
-        if len(request_line) != 3 or not request_line[2].startswith("HTTP/1."):
-            raise _HTTPError(400, "malformed request line")
-        method, target, version = request_line
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise _HTTPError(400, "malformed header line")
-            headers[name.lower()] = value.strip()
-        connection = headers.get("connection", "").lower()
-        # HTTP/1.1 keeps connections open unless told otherwise; HTTP/1.0 closes unless asked to keep them.
-        keep = "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
+    async def _not_found(self, request: web.Request) -> web.StreamResponse:
+        self.counters.count_request(request.path)
+        return self._respond(404, _error(f"no route for {request.method} {request.path}", "not_found_error"))
 
-        if headers.get("expect", "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        encoding = headers.get("transfer-encoding")
-        if encoding is not None:
-            if encoding.lower() != "chunked":
-                raise _HTTPError(501, f"transfer-encoding {encoding!r} is not supported")
-            body = await self._read_chunked(reader)
-        elif "content-length" in headers:
-            try:
-                length = int(headers["content-length"])
-            except ValueError:
-                raise _HTTPError(400, "malformed Content-Length") from None
-            if length < 0:
-                raise _HTTPError(400, "malformed Content-Length")
-            if length > _MAX_BODY:
-                raise _HTTPError(413, f"request body over {_MAX_BODY} bytes")
-            body = await reader.readexactly(length) if length else b""
-        else:
-            body = b""
-        return method, target.split("?", 1)[0], keep, body
+    async def _stats(self, request: web.Request) -> web.StreamResponse:
+        # Not counted: reading the counters must not change them.
+        from aiohttp import web
 
-    async def _read_chunked(self, reader: asyncio.StreamReader) -> bytes:
-        chunks = []
-        size_total = 0
-        while True:
-            line = await reader.readuntil(b"\r\n")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _HTTPError(400, "malformed chunk size") from None
-            if size == 0:
-                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, ignored
-                    pass
-                return b"".join(chunks)
-            size_total += size
-            if size_total > _MAX_BODY:
-                raise _HTTPError(413, f"request body over {_MAX_BODY} bytes")
-            chunks.append(await reader.readexactly(size))
-            if await reader.readexactly(2) != b"\r\n":
-                raise _HTTPError(400, "malformed chunk")
+        if request.method != "GET":
+            return web.Response(status=405, body=_error("use GET /stats"), content_type=_JSON)
+        return web.Response(body=_dumps(self.stats()), content_type=_JSON)
 
-    async def _send(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes,
-        *,
-        keep: bool,
-        extra: str = "",
-        length: int | None = None,
-        count: bool = True,
-    ) -> None:
-        head = (
-            f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body) if length is None else length}\r\n{extra}"
-            f"{'' if keep else _CLOSE_HEADER}\r\n"
-        )
-        # Counted before writing: a client in another thread may read the counters as soon as it has the reply.
-        if count:
-            self.counters.count_response(status)
-        # One write per response: fewer syscalls, and the head never goes out in a packet of its own.
-        writer.write(head.encode("latin-1") + body)
-        if writer.transport.get_write_buffer_size():
-            await writer.drain()  # only when the kernel did not take it all; saves a coroutine hop per response
+    async def _stats_reset(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
 
-    async def _send_error(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        message: str,
-        *,
-        keep: bool,
-        kind: str = "invalid_request_error",
-        param: str | None = None,
-        extra: str = "",
-        count: bool = True,
-    ) -> None:
-        body = _dumps(_error_body(message, kind, param))
-        await self._send(writer, status, body, keep=keep, extra=extra, count=count)
+        if request.method != "POST":
+            return web.Response(status=405, body=_error("use POST /stats/reset"), content_type=_JSON)
+        self.reset()
+        return web.Response(body=_dumps(self.stats()), content_type=_JSON)
 
     # ----------------------------------------------------------------- chat completions
 
-    async def _chat(
-        self, body: bytes, arrived: float, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keep: bool
-    ) -> bool:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        assert self._loop is not None
+        arrived = self._loop.time()
+        self.counters.count_request(_CHAT_PATH)
+        if request.method != "POST":
+            return self._respond(405, self._wrong_method[_CHAT_PATH])
+        length = request.content_length
+        if length is not None and length > _MAX_BODY:
+            return self._unreadable(413, f"request body over {_MAX_BODY} bytes")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:  # a chunked body that grew past the limit
+            return self._unreadable(413, f"request body over {_MAX_BODY} bytes")
+        except web.RequestPayloadError:  # e.g. broken chunked encoding
+            return self._unreadable(400, "malformed request body")
+
         fault = self.plan.decide(body)
-        kind = fault.kind if fault is not None else None
         if fault is not None:
             self.counters.count_fault(fault.kind)
-        if kind == "timeout":
-            await self._hang(reader)
-            return False
-
+            return await self._fault(fault, body, request, arrived)
         # Everything is prepared before the wait, so it is sent the moment the latency has elapsed.
-        status, payload, extra, length = 0, b"", "", None  # a `drop` sends nothing
-        if kind is None:
-            try:
-                status, payload = 200, self._completion(body)
-            except ValueError as error:
-                status = 400
-                payload = _dumps(_error_body(str(error), "invalid_request_error", getattr(error, "param", None)))
-        elif kind in ("429", "500", "503"):
-            status = int(kind)
-            payload = _dumps(_error_body(f"injected fault: {kind}", _ERROR_TYPES[status]))
-            retry_after = fault.retry_after if fault.retry_after is not None else (0.0 if status == 429 else None)
-            if retry_after is not None:
-                extra = (
-                    f"retry-after: {_format_seconds(retry_after)}\r\n"
-                    f"retry-after-ms: {_format_seconds(retry_after * 1000)}\r\n"
-                )
-        elif kind == "malformed":
-            status, payload = 200, _MALFORMED_BODY
-        elif kind == "partial":
-            status, keep = 200, False
-            try:
-                whole = self._completion(body)
-            except ValueError:
-                stand_in = {"messages": [{"role": "user", "content": "partial"}]}  # the real request is invalid
-                whole = _dumps(build_completion(stand_in, model=self.model))
-            payload, length = whole[: len(whole) // 2], len(whole)  # promise the whole body, send half
+        try:
+            status, payload = 200, self._completion(body)
+        except ValueError as error:
+            status, payload = 400, _error(str(error), param=getattr(error, "param", None))
+        await self._wait(arrived)
+        return self._respond(status, payload)
 
+    def _unreadable(self, status: int, message: str) -> web.Response:
+        response = self._respond(status, _error(message))
+        # The body was not read to its end, so the connection cannot carry another request.
+        response.force_close()
+        return response
+
+    async def _wait(self, arrived: float) -> None:
+        # Latency runs from the request's arrival, so the server's own work and any queueing behind other
+        # requests fall inside the budget instead of adding to it. asyncio.sleep holds no thread.
         if self.latency:
-            # Latency runs from the request's arrival, so the server's own work and any queueing behind
-            # other requests fall inside the budget instead of adding to it. asyncio.sleep holds no thread.
-            delay = arrived + self.latency - asyncio.get_running_loop().time()
+            assert self._loop is not None
+            delay = arrived + self.latency - self._loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+
+    async def _fault(self, fault: FaultRule, body: bytes, request: web.Request, arrived: float) -> web.StreamResponse:
+        kind = fault.kind
+        if kind == "timeout":
+            await self._hold()
+            return _drop(request)
+        status, payload, headers = 200, b"", None
+        if kind in ("429", "500", "503"):
+            status = int(kind)
+            payload = _error(f"injected fault: {kind}", _ERROR_TYPES[status])
+            retry_after = fault.retry_after if fault.retry_after is not None else (0.0 if status == 429 else None)
+            if retry_after is not None:
+                headers = {
+                    "retry-after": _format_seconds(retry_after),
+                    "retry-after-ms": _format_seconds(retry_after * 1000),
+                }
+        elif kind == "malformed":
+            payload = _MALFORMED_BODY
+        elif kind == "partial":
+            try:
+                payload = self._completion(body)
+            except ValueError:
+                stand_in = {"messages": [{"role": "user", "content": "partial"}]}  # the real request is invalid
+                payload = _dumps(build_completion(stand_in, model=self.model))
+        await self._wait(arrived)
         if kind == "drop":
-            return False
-        await self._send(writer, status, payload, keep=keep, extra=extra, length=length)
-        return keep
+            return _drop(request)
+        if kind == "partial":
+            return await self._partial(request, payload)
+        return self._respond(status, payload, headers)
+
+    async def _partial(self, request: web.Request, whole: bytes) -> web.StreamResponse:
+        from aiohttp import web
+
+        response = web.StreamResponse(status=200)
+        response.content_type = _JSON
+        response.content_length = len(whole)  # the whole completion is promised...
+        response.force_close()
+        self.counters.count_response(200)
+        await response.prepare(request)
+        await response.write(whole[: len(whole) // 2])  # ...half of it is sent (with the head, in one write)...
+        _drop(request)  # ...and the connection is closed once that has gone out
+        return response
+
+    async def _hold(self) -> None:
+        # Hold the request unanswered until the server closes or an hour passes. A client that gives up
+        # disconnects, and aiohttp then cancels this handler (handler_cancellation), so nothing piles up.
+        assert self._closing is not None
+        try:
+            async with asyncio.timeout(_HANG_SECONDS):
+                await self._closing.wait()
+        except TimeoutError:
+            pass
 
     def _completion(self, body: bytes) -> bytes:
         try:
             request = json.loads(body)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; absurd nesting recurses
             raise _BadRequest("the request body is not valid JSON") from None
-        return _dumps(build_completion(request, model=self.model))
-
-    async def _hang(self, reader: asyncio.StreamReader) -> None:
-        # Hold the request unanswered, but notice the client giving up (EOF) so held connections do not pile up.
-        try:
-            async with asyncio.timeout(_HANG_SECONDS):
-                while await reader.read(65536):
-                    pass
-        except (TimeoutError, ConnectionError):
-            pass
+        return _dumps(build_completion(request, model=self.model, script=self.script))
 
 
 async def start_server(
@@ -870,9 +999,10 @@ async def start_server(
     faults: str | Sequence[FaultRule] | None = None,
     seed: int = 0,
     model: str = DEFAULT_MODEL,
+    script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
 ) -> tuple[StubServer, int]:
     """Start a server on the running event loop; return it and its bound port. Stop it with ``await server.close()``."""
-    server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model)
+    server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model, script=script)
     bound = await server.start(host, port)
     return server, bound
 
@@ -906,12 +1036,16 @@ class LoopbackServer:
         faults: str | Sequence[FaultRule] | None = None,
         seed: int = 0,
         model: str = DEFAULT_MODEL,
+        script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
     ) -> None:
-        """Configure the server; it starts on :meth:`start` or on entering the ``with`` block."""
+        """Configure the server; it starts on :meth:`start` or on entering the ``with`` block.
+
+        A bad fault spec or script raises ``ValueError`` here, in the caller.
+        """
         self.host = host
         self.port = port
-        # Built here, not in the thread, so a bad fault spec raises in the caller.
-        self.server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model)
+        # Built here, not in the thread, so a bad fault spec or script raises in the caller.
+        self.server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model, script=script)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -948,7 +1082,7 @@ class LoopbackServer:
         self._stop = asyncio.Event()
         try:
             self.port = await self.server.start(self.host, self.port)
-        except BaseException as error:  # reported to the caller of start()
+        except BaseException as error:  # noqa: BLE001 - reported to the caller of start(), which re-raises it
             self._error = error
             self._ready.set()
             return
@@ -963,10 +1097,8 @@ class LoopbackServer:
         if self._thread is None:
             return
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop already finished
                 self._loop.call_soon_threadsafe(self._stop.set)
-            except RuntimeError:
-                pass  # the loop already finished
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise RuntimeError("the loopback server did not stop in time")
@@ -1004,6 +1136,7 @@ def spawn_server(
     faults: str | Sequence[FaultRule] | None = None,
     seed: int = 0,
     model: str = DEFAULT_MODEL,
+    script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
     startup_timeout: float = 30.0,
@@ -1011,10 +1144,15 @@ def spawn_server(
     """Launch the server as a child process; return it and its base URL once it is listening.
 
     Stop it with :func:`stop_server`. The child's stderr is inherited, so its
-    errors reach the caller's terminal or test log.
+    errors reach the caller's terminal or test log. A bad fault spec or script
+    raises ``ValueError`` here, before any child is started; a script reaches
+    the child through a temporary file, removed once the child is listening.
     """
     if faults is not None and not isinstance(faults, str):
         faults = ",".join(rule.spec() for rule in _coerce_rules(faults))
+    else:
+        parse_faults(faults)
+    rules = parse_script(script) if script is not None else None
     command = [
         python or sys.executable, "-m", "assay.testing.openai_server",
         "--host", host, "--port", str(port), "--latency-ms", repr(float(latency_ms)),
@@ -1022,6 +1160,21 @@ def spawn_server(
     ]  # fmt: skip
     if faults:
         command += ["--faults", faults]
+    if rules is None:
+        return _launch(command, env, startup_timeout)
+    handle, script_path = tempfile.mkstemp(prefix="assay-script-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump([rule.spec() for rule in rules], file)
+        # The child reads the script before it reports listening, so the file can go once _launch returns.
+        return _launch([*command, "--script", script_path], env, startup_timeout)
+    finally:
+        os.unlink(script_path)
+
+
+def _launch(
+    command: list[str], env: Mapping[str, str] | None, startup_timeout: float
+) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     deadline = time.monotonic() + startup_timeout
@@ -1086,12 +1239,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--faults", default=None, help="fault spec, e.g. '429:0.1:ra=1,drop@3,503:first=2'")
     parser.add_argument("--seed", type=int, default=0, help="seed for rate-based faults")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name to report (default {DEFAULT_MODEL})")
+    parser.add_argument(
+        "--script", metavar="FILE", default=None, help='scripted agent: JSON list of {"match": REGEX, "replies": [...]}'
+    )
     return parser
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def _serve(args: argparse.Namespace, script: Sequence[ScriptRule]) -> int:
     server, port = await start_server(
-        args.host, args.port, latency_ms=args.latency_ms, faults=args.faults, seed=args.seed, model=args.model
+        args.host,
+        args.port,
+        latency_ms=args.latency_ms,
+        faults=args.faults,
+        seed=args.seed,
+        model=args.model,
+        script=script,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -1115,7 +1277,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     if args.latency_ms < 0:
         parser.error("--latency-ms must not be negative")
-    return asyncio.run(_serve(args))
+    script: tuple[ScriptRule, ...] = ()
+    if args.script is not None:
+        try:
+            with open(args.script, encoding="utf-8") as file:
+                script = parse_script(json.load(file))
+        except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
+            parser.error(f"--script {args.script}: {error}")
+    return asyncio.run(_serve(args, script))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ __all__ = [
     "validate_path",
 ]
 
+_DEFAULT_LIMITS = ArchiveLimits()  # frozen, so one shared default is safe
 _SKIP = {".git", ".venv", "build", "dist", "node_modules", "__pycache__", "site"}
 
 
@@ -110,7 +111,7 @@ def validate_path(
     *,
     pack: Path | None = None,
     schema: str | None = None,
-    limits: ArchiveLimits = ArchiveLimits(),
+    limits: ArchiveLimits = _DEFAULT_LIMITS,
 ) -> Report:
     """Validate a pack directory, a bundle directory or zip, or one document file."""
     if not path.exists():

@@ -98,7 +98,7 @@ def extract_archive(archive_path: Path, destination: Path, limits: ArchiveLimits
         raise ArchiveError(f"not a readable zip archive: {exc}") from None
     except OSError as exc:
         raise ArchiveError(f"cannot extract: {exc.strerror or exc}") from None
-    entries = [p for p in destination.iterdir()]
+    entries = list(destination.iterdir())
     if len(entries) == 1 and entries[0].is_dir() and not (destination / "bundle.json").exists():
         return entries[0]
     return destination

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import gc
 import itertools
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import orjson
 
@@ -29,11 +30,16 @@ from ._report import Rank, Report
 
 __all__ = ["validate_bundle"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 #: Findings of one kind listed per file before the rest are summarised.
 _MAX_LISTED = 20
 
 
-def _check_seal(root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name, report: Report) -> None:
+def _check_seal(
+    root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name: Callable[[str], str], report: Report
+) -> None:
     listed: set[str] = set()
     for index, entry in enumerate(get(manifest, "files", default=[]) or []):
         relative = get(entry, "path")
@@ -120,7 +126,7 @@ def _check_contents(
     root: Path,
     manifest: dict[str, Any],
     bundle_doc: SourceDocument,
-    name,
+    name: Callable[[str], str],
     report: Report,
     registry: Registry,
     pack_root: Path | None,
@@ -143,7 +149,8 @@ def _check_contents(
     if digest_document(run) != manifest["run_manifest"]["digest"]:
         report.add(
             name(BUNDLE_MANIFEST),
-            f"run manifest digest mismatch: bundle.json says {manifest['run_manifest']['digest']}, {run_rel} gives {digest_document(run)}",
+            f"run manifest digest mismatch: bundle.json says {manifest['run_manifest']['digest']}, "
+            f"{run_rel} gives {digest_document(run)}",
             rank=Rank.INTEGRITY,
             code="run-digest",
             line=bundle_doc.line_of("/run_manifest/digest"),
@@ -178,7 +185,7 @@ def _check_contents(
         try:
             problem = pack.integrity_problem()
             pack_manifest = pack.manifest
-        except Exception as exc:  # an unreadable pack is a finding, not a crash
+        except Exception as exc:  # noqa: BLE001 - an untrusted pack that fails to read in any way is a finding, not a crash
             problem, pack_manifest = f"it cannot be read ({exc})", {}
         if problem is not None:
             report.add(
@@ -192,7 +199,9 @@ def _check_contents(
         elif pack_manifest.get("version") != identity["version"] or pack_manifest.get("digest") != identity["digest"]:
             report.add(
                 name(BUNDLE_MANIFEST),
-                f"pack identity mismatch: bundle names {identity['name']}@{identity['version']} {identity['digest']}, {where} is {pack_manifest.get('name')}@{pack_manifest.get('version')} {pack_manifest.get('digest')}",
+                f"pack identity mismatch: bundle names {identity['name']}@{identity['version']} "
+                f"{identity['digest']}, {where} is {pack_manifest.get('name')}@{pack_manifest.get('version')} "
+                f"{pack_manifest.get('digest')}",
                 rank=Rank.INTEGRITY,
                 code="pack-identity",
                 line=bundle_doc.line_of("/pack/digest"),
@@ -251,7 +260,8 @@ def _check_contents(
     if digest_document(metrics_doc.data) != manifest["metrics"]["digest"]:
         report.add(
             name(BUNDLE_MANIFEST),
-            f"metrics digest mismatch: bundle.json says {manifest['metrics']['digest']}, {metrics_rel} gives {digest_document(metrics_doc.data)}",
+            f"metrics digest mismatch: bundle.json says {manifest['metrics']['digest']}, "
+            f"{metrics_rel} gives {digest_document(metrics_doc.data)}",
             rank=Rank.INTEGRITY,
             code="metrics-digest",
             line=bundle_doc.line_of("/metrics/digest"),
@@ -276,7 +286,7 @@ def _check_contents(
     context = MetricContext(plan=plan, cases=cases)
     try:
         recomputed = compute_metrics(rows, context, registry, names)
-    except Exception as exc:  # a metric plugin failing on hostile rows must not crash validation
+    except Exception as exc:  # noqa: BLE001 - plugin boundary: a metric failing on hostile rows must not crash validation
         report.add(
             name(metrics_rel),
             f"metrics could not be recomputed: {type(exc).__name__}: {exc}",
@@ -327,7 +337,8 @@ def _check_run_references(
         elif defense.document.get("digest") != condition["digest"]:
             add(
                 f"/conditions/{index}/digest",
-                f"{kind} {condition['id']} digest {condition['digest']} differs from the registered policy's {defense.document.get('digest')}",
+                f"{kind} {condition['id']} digest {condition['digest']} differs from the registered policy's "
+                f"{defense.document.get('digest')}",
                 "defense-digest",
             )
     for index, judge in enumerate(run["judges"]):
@@ -339,14 +350,14 @@ def _check_run_references(
         add("/endpoints", f"planned endpoint {missing!r} has no entry in endpoints", "undescribed-endpoint")
 
 
-def _without_gc(function, *args):
+def _without_gc(function: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
     # Keeping 10^4 parsed rows alive makes the cyclic collector rescan a growing
     # heap again and again while parsing (JSON trees hold no cycles); pausing
     # it for the parse halves the time it takes.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return function(*args)
+        return function(*args, **kwargs)
     finally:
         if enabled:
             gc.enable()
@@ -376,7 +387,7 @@ def _check_rows(
     stages = set(plan["stages"])
     judges = set(registry.names("judges"))
     counts: dict[str, int] = {}
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[Any, ...], int] = {}
     rows: list[dict[str, Any]] = []
     case_digests = {case_id: entry.get("sha256") for case_id, entry in case_index.items()}
     with open(path, "rb") as handle:

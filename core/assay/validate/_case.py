@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from ..documents import SourceDocument
 from ..plugins import Registry
 from ._common import as_list, get, safe_child
@@ -62,6 +60,8 @@ def check_case_references(
     ``listed_fixtures`` (pack-relative paths in the manifest) makes a fixture
     that exists on disk but is not covered by the pack digest an error too.
     """
+    import jsonschema
+
     case = document.data
     if not isinstance(case, dict):
         return

@@ -41,7 +41,8 @@ def check_schema(document: SourceDocument, schema: str, name: str, report: Repor
     if isinstance(data, dict) and version is not None and major is not None and major not in SUPPORTED_MAJORS:
         report.add(
             name,
-            f"spec_version {version} is not supported (this engine reads {', '.join(f'{m}.x' for m in SUPPORTED_MAJORS)})",
+            f"spec_version {version} is not supported "
+            f"(this engine reads {', '.join(f'{m}.x' for m in SUPPORTED_MAJORS)})",
             rank=Rank.SCHEMA,
             code="spec-version",
             line=document.line_of("/spec_version"),

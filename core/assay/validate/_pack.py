@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..documents import SourceDocument
 from ..hashing import digest_file
 from ..packs import compute_digest, find_manifest, list_pack_files
 from ..plugins import Registry
@@ -16,7 +17,7 @@ __all__ = ["validate_pack"]
 
 
 def _check_files(
-    root: Path, manifest_doc, manifest_name: str, section: str, report: Report, label: str
+    root: Path, manifest_doc: SourceDocument, manifest_name: str, section: str, report: Report, label: str
 ) -> dict[str, int]:
     """Compare the manifest's listing of one section with the files on disk; returns path -> index."""
     listed: dict[str, int] = {}
@@ -25,14 +26,13 @@ def _check_files(
         if not isinstance(relative, str):
             continue
         pointer = f"/{section}/{index}"
-        line = lambda: manifest_doc.line_of(pointer)  # noqa: E731 (only findings need it)
         if relative in listed:
             report.add(
                 manifest_name,
                 f"{relative} is listed twice",
                 rank=Rank.INTEGRITY,
                 code="duplicate-file",
-                line=line(),
+                line=manifest_doc.line_of(pointer),
                 pointer=pointer,
             )
             continue
@@ -45,13 +45,13 @@ def _check_files(
                 f"{relative} points outside the pack",
                 rank=Rank.INTEGRITY,
                 code="path-escape",
-                line=line(),
+                line=manifest_doc.line_of(pointer),
                 pointer=pointer,
             )
         elif not path.is_file():
             report.add(
                 shown,
-                f"listed in the manifest ({manifest_name}:{line()}) but missing",
+                f"listed in the manifest ({manifest_name}:{manifest_doc.line_of(pointer)}) but missing",
                 rank=Rank.INTEGRITY,
                 code="missing-file",
             )
@@ -61,7 +61,8 @@ def _check_files(
             if actual != claimed:
                 report.add(
                     shown,
-                    f"digest mismatch: manifest lists {claimed}, file has {actual}; the pack digest no longer covers this file",
+                    f"digest mismatch: manifest lists {claimed}, file has {actual}; "
+                    "the pack digest no longer covers this file",
                     rank=Rank.INTEGRITY,
                     code="file-digest",
                 )
@@ -119,7 +120,7 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
     if isinstance(claimed, str):
         try:
             recomputed = compute_digest(manifest)
-        except Exception as exc:  # rfc8785 refuses some values (e.g. integers beyond 2**53)
+        except (ValueError, RecursionError) as exc:  # rfc8785 refuses some values (e.g. integers beyond 2**53)
             recomputed = f"nothing: {exc}"
         if recomputed != claimed:
             report.add(
@@ -149,15 +150,15 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
     case_kinds: dict[str, str] = {}
     companions: list[tuple[str, Any, str]] = []
     # Unlisted case files are parsed too: a malformed one deserves its own line.
-    to_parse = dict(listed_cases)
+    to_parse: dict[str, int | None] = dict(listed_cases)
     for path in disk_cases:
         to_parse.setdefault(path.relative_to(root).as_posix(), None)
-    for relative, index in sorted(to_parse.items()):
-        path = safe_child(root, relative)
-        if path is None or not path.is_file():
+    for relative, case_index in sorted(to_parse.items()):
+        case_path = safe_child(root, relative)
+        if case_path is None or not case_path.is_file():
             continue
-        name = display(path, root, label)
-        document = read_document(path, name, report)
+        name = display(case_path, root, label)
+        document = read_document(case_path, name, report)
         if document is None:
             continue
         check_schema(document, "case", name, report)
@@ -165,10 +166,10 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
         if not isinstance(case, dict):
             continue
         case_id = case.get("id")
-        entry = manifest["cases"][index] if index is not None else {}
+        entry = manifest["cases"][case_index] if case_index is not None else {}
         for field in ("id", "family"):
-            if index is not None and isinstance(case.get(field), str) and get(entry, field) != case.get(field):
-                pointer = f"/cases/{index}/{field}"
+            if case_index is not None and isinstance(case.get(field), str) and get(entry, field) != case.get(field):
+                pointer = f"/cases/{case_index}/{field}"
                 report.add(
                     manifest_name,
                     f"manifest lists {field} {get(entry, field)!r} for {relative}, the file says {case.get(field)!r}",

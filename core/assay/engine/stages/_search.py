@@ -12,7 +12,10 @@ MAX_HITS = 50
 
 
 def search_files(files: Iterable[Path], pattern: str, display: Callable[[Path], str]) -> str:
-    """Every line of ``files`` containing ``pattern`` (any case), as ``display(file):line: text``, or ``(no matches)``."""
+    """Every line of ``files`` containing ``pattern`` (any case), as ``display(file):line: text``.
+
+    Without any, ``(no matches)``.
+    """
     needle, hits = pattern.lower(), []
     for file in files:
         for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):

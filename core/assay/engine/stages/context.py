@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ...components import Endpoint, JudgeInstance, Oracle, Sandbox
+from ..messages import ChatResponse
 from ..planner import WorkItem
 
 __all__ = ["ItemContext"]
@@ -17,26 +20,26 @@ class ItemContext:
 
     item: WorkItem
     case: Mapping[str, Any]
-    endpoint: Any
-    judge: Any
+    endpoint: Endpoint
+    judge: JudgeInstance
     policy: Mapping[str, Any]
     max_tokens: int
     temperature: float
     row: dict[str, Any] = field(default_factory=dict)
     prompt_texts: list[str] = field(default_factory=list)
-    sandbox_factory: Any = None
+    sandbox_factory: Sandbox | None = None  # None when the run has no exec stage
     sandbox_options: Mapping[str, str] = field(default_factory=dict)
-    pack_root: Any = None
-    oracles: Mapping[str, Any] = field(default_factory=dict)
+    pack_root: Path = field(kw_only=True)
+    oracles: Mapping[str, Oracle] = field(default_factory=dict)
     controller: str = "repair"
     budget: Mapping[str, Any] = field(default_factory=dict)  # run-level overrides of the case's budget
-    exec_agent: Any = None  # the permission stage's fixed execution agent (None: the item's endpoint)
+    exec_agent: Endpoint | None = None  # the permission stage's fixed execution agent (None: the item's endpoint)
 
     def request_context(self, stage: str) -> dict[str, Any]:
         """What scripted agents may read (never sent to a server)."""
         return {"case": self.case, "key": self.item.label(), "stage": stage}
 
-    def add_usage(self, response: Any) -> None:
+    def add_usage(self, response: ChatResponse) -> None:
         """Accumulate a model call's tokens and latency into the row's usage."""
         usage = self.row["usage"]
         usage["prompt_tokens"] += response.prompt_tokens

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from ...errors import UsageError
 from ..messages import ChatRequest
 from ..prompts import apply_defense
 from .context import ItemContext
@@ -35,7 +37,7 @@ _MAX_STEPS = 8
 
 def parse_json_actions(text: str | None) -> list[dict[str, Any]]:
     """Tool calls written as JSON objects in the text (for models without native tool calls)."""
-    calls = []
+    calls: list[dict[str, Any]] = []
     for match in _ACTION.finditer(text or ""):
         try:
             value = json.loads(match.group(0))
@@ -50,7 +52,7 @@ def parse_json_actions(text: str | None) -> list[dict[str, Any]]:
     return calls
 
 
-def _sessions(case: dict[str, Any]) -> list[list[dict[str, Any]]]:
+def _sessions(case: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     if case.get("sessions"):
         return [[dict(m) for m in session["messages"] if m["role"] != "system"] for session in case["sessions"]]
     if case.get("messages"):
@@ -58,7 +60,7 @@ def _sessions(case: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return [[{"role": "user", "content": case.get("instruction", "")}]]
 
 
-def _system(case: dict[str, Any]) -> str:
+def _system(case: Mapping[str, Any]) -> str:
     system = EXEC_SYSTEM_PROMPT
     if case.get("system_context"):
         system += f"\n\nContext for this task:\n{case['system_context']}"
@@ -78,6 +80,8 @@ def _outcome(ctx: ItemContext, calls: list[dict[str, Any]], diff: list[dict[str,
         if decides not in ("tool_call", "state_change", "observed_harm", "persist_harm", "benign_utility"):
             continue  # text and evidence oracles belong to the audit of the semantic response
         oracle = ctx.oracles.get(oracle_ref["plugin"])
+        if oracle is None:  # e.g. its plugin is blocked: name it rather than fail on None
+            raise UsageError(f"oracle {oracle_ref['plugin']!r} is not a registered plugin (see 'assay plugins')")
         result = oracle.evaluate(observation, oracle_ref.get("params", {}))
         fired.setdefault(decides, []).append(result.fired)
         results.append(
@@ -100,6 +104,8 @@ def _outcome(ctx: ItemContext, calls: list[dict[str, Any]], diff: list[dict[str,
 
 async def run_exec(ctx: ItemContext) -> None:
     """Run the agent loop against a fresh sandbox and record the exec outcome."""
+    # The runtime refuses a run with the exec stage and no registered sandbox.
+    assert ctx.sandbox_factory is not None
     sandbox = ctx.sandbox_factory.create(ctx.case, pack_root=ctx.pack_root, options=ctx.sandbox_options)
     try:
         before = sandbox.snapshot()

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
-from ..messages import ChatRequest
+from ..messages import ChatRequest, ChatResponse
 from ..prompts import semantic_messages
 from .context import ItemContext
 
 __all__ = ["run_semantic"]
 
 
-def _final_text(response) -> str:
+def _call_text(call: Mapping[str, Any]) -> str:
+    arguments = call["arguments"]
+    return f"{call['name']}({arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)})"
+
+
+def _final_text(response: ChatResponse) -> str:
     text = response.content or ""
     if response.tool_calls:
-        calls = "; ".join(
-            f"{c['name']}({json.dumps(c['arguments'], sort_keys=True) if not isinstance(c['arguments'], str) else c['arguments']})"
-            for c in response.tool_calls
-        )
+        calls = "; ".join(_call_text(c) for c in response.tool_calls)
         text = f"{text}\n[tool calls] {calls}".strip()
     return text
 
@@ -36,7 +40,7 @@ async def run_semantic(ctx: ItemContext) -> None:
     ctx.add_usage(response)
     final = _final_text(response)
     ctx.prompt_texts = [str(m.get("content") or "") for m in messages]
-    assistant = {"role": "assistant", "content": response.content}
+    assistant: dict[str, Any] = {"role": "assistant", "content": response.content}
     if response.tool_calls:
         assistant["tool_calls"] = [dict(c) for c in response.tool_calls]
     ctx.row["transcript"] = {"messages": [*messages, assistant]}

@@ -24,6 +24,7 @@ the checker:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -62,7 +63,11 @@ _DEFAULT_CONTEXT = {"strategy": "full", "max_tool_result_chars": 8000}
 def parse_action(text: str | None, mode: str) -> dict[str, Any] | None:
     """One action from a reply, or None when it breaks the protocol (strict) or has none (repair)."""
     text = (text or "").strip()
-    candidate = text if mode == "strict" else (_OBJECT.search(text).group(0) if _OBJECT.search(text) else "")
+    if mode == "strict":
+        candidate = text
+    else:
+        match = _OBJECT.search(text)
+        candidate = match.group(0) if match else ""
     try:
         value = json.loads(candidate)
     except ValueError:
@@ -188,7 +193,8 @@ async def run_trajectory(ctx: ItemContext) -> None:
     try:
         tree = case.get("environment", {}).get("fixture_tree")
         if tree:
-            shutil.copytree(Path(ctx.pack_root) / tree, workspace, dirs_exist_ok=True)
+            # File work and confined children run in worker threads: other items' model calls go on meanwhile.
+            await asyncio.to_thread(shutil.copytree, Path(ctx.pack_root) / tree, workspace, dirs_exist_ok=True)
         tools = _Workspace(workspace, case.get("environment", {}).get("code", {}).get("entry", "python -m unittest -q"))
         max_calls, wall, context_policy = _budget(ctx)
         deadline = time.monotonic() + wall
@@ -200,7 +206,7 @@ async def run_trajectory(ctx: ItemContext) -> None:
         invalid = model_calls = 0
         refused_first = refused_later = finished = timed_out = False
         summary = ""
-        last_list: tuple | None = None
+        last_list: tuple[str, str] | None = None
         limit = int(context_policy.get("max_tool_result_chars", 8000))
         for turn in range(max_calls):
             if time.monotonic() > deadline:
@@ -228,7 +234,8 @@ async def run_trajectory(ctx: ItemContext) -> None:
                 messages.append(
                     {
                         "role": "user",
-                        "content": 'Invalid action. Answer with exactly one JSON object: {"tool": ..., "arguments": {...}}',
+                        "content": "Invalid action. Answer with exactly one JSON object: "
+                        '{"tool": ..., "arguments": {...}}',
                     }
                 )
                 continue
@@ -244,7 +251,7 @@ async def run_trajectory(ctx: ItemContext) -> None:
                         action = {"tool": "read_file", "arguments": {"path": sources[0]}}
                 last_list = key
             calls.append({"id": f"t{turn}", "name": action["tool"], "arguments": action["arguments"], "valid": True})
-            result = tools.call(action["tool"], action["arguments"])
+            result = await asyncio.to_thread(tools.call, action["tool"], action["arguments"])
             messages.append({"role": "user", "content": f"Result of {action['tool']}:\n{_clip(result, limit)}"})
             if action["tool"] == "finish":
                 finished, summary = True, str(action["arguments"].get("summary", ""))
@@ -256,16 +263,10 @@ async def run_trajectory(ctx: ItemContext) -> None:
             "final_output": "",
             "case": case,
         }
-        verdict = ctx.oracles[checker["plugin"]].evaluate(observation, checker.get("params", {}))
-        artifacts = (
-            "\n".join(
-                p.read_text(encoding="utf-8", errors="replace")
-                for p in sorted((workspace / "artifacts").rglob("*"))
-                if p.is_file()
-            )
-            if (workspace / "artifacts").is_dir()
-            else ""
+        verdict = await asyncio.to_thread(
+            ctx.oracles[checker["plugin"]].evaluate, observation, checker.get("params", {})
         )
+        artifacts = await asyncio.to_thread(_artifacts, workspace)
         # Published traces carry neither reusable payloads nor the fixture's credentials.
         rules = [
             *case.get("redaction", []),
@@ -312,7 +313,15 @@ async def run_trajectory(ctx: ItemContext) -> None:
             "produced_by": {"kind": "checker", "name": checker["plugin"], "version": TRAJECTORY_PROMPT_VERSION},
         }
     finally:
-        shutil.rmtree(workspace, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, workspace, ignore_errors=True)
+
+
+def _artifacts(workspace: Path) -> str:
+    """The text of every file the agent left under ``artifacts/``, in path order."""
+    folder = workspace / "artifacts"
+    if not folder.is_dir():
+        return ""
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.rglob("*")) if p.is_file())
 
 
 def _names_issue(case: Mapping[str, Any], text: str) -> bool:
