@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,14 +50,24 @@ def main(argv: list[str]) -> int:
     run("ruff format", [_tool("ruff"), "format", "--check", "--quiet", "."])
     types_began = time.perf_counter()
     types = subprocess.Popen([_tool("mypy")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    report: list[str] = []
+    took: list[float] = []
+
+    def collect_types() -> None:
+        # Read mypy's report as it comes (a long one must not fill the pipe) and note when mypy itself ended.
+        report.append(types.communicate()[0])
+        took.append(time.perf_counter() - types_began)
+
+    reader = threading.Thread(target=collect_types)
+    reader.start()
     env = {**os.environ, "HYPOTHESIS_PROFILE": "check"}
     began = time.perf_counter()
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", FAST_TIER, *argv], cwd=ROOT, env=env).returncode
     results.append(("fast tests", tests, time.perf_counter() - began))
-    report, _ = types.communicate()
+    reader.join()
     # mypy's report comes after the tests' so the two never interleave.
-    sys.stdout.write(report)
-    results.append(("mypy", types.returncode, time.perf_counter() - types_began))
+    sys.stdout.write(report[0])
+    results.append(("mypy", types.returncode, took[0]))
 
     total = time.perf_counter() - started
     print()
