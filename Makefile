@@ -24,19 +24,20 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 
-# System commands assay runs: strace (the permission runtime traces jailed
-# commands with it) and sqlite3, jq, zip, unzip (task oracles call them).
-# Missing ones are installed in one apt-get call (Debian/Ubuntu), through sudo
-# when not root; apt-get update runs only if the first attempt fails.
-SYSTEM_TOOLS := strace sqlite3 jq zip unzip
+# System commands assay runs, as command:Debian-package pairs: bwrap (every confined child runs in a
+# bubblewrap box), python3 (the Python a box runs: the system's, readable by the box's unprivileged uid),
+# strace (the permission runtime traces jailed commands with it) and sqlite3, jq, zip, unzip (task oracles
+# call them). Missing ones are installed in one apt-get call (Debian/Ubuntu), through sudo when not root;
+# apt-get update runs only if the first attempt fails.
+SYSTEM_TOOLS := bwrap:bubblewrap /usr/bin/python3:python3 strace:strace sqlite3:sqlite3 jq:jq zip:zip unzip:unzip
 
 system-tools:
-	@missing=""; for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	@missing=""; for pair in $(SYSTEM_TOOLS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; \
-	else echo "make: missing system tools:$$missing (install them as root)" >&2; exit 1; fi; \
-	command -v apt-get >/dev/null 2>&1 || { echo "make: missing system tools:$$missing (no apt-get here; install them with your package manager)" >&2; exit 1; }; \
-	echo "installing system tools:$$missing"; \
+	else echo "make: missing system packages:$$missing (install them as root)" >&2; exit 1; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make: missing system packages:$$missing (no apt-get here; install them with your package manager)" >&2; exit 1; }; \
+	echo "installing system packages:$$missing"; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$sudo apt-get install -y -qq $$missing || ($$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing)
 

@@ -196,6 +196,16 @@ def confinement() -> None:
         pytest.skip("needs Linux with Landlock")
 
 
+@pytest.fixture
+def box_path() -> Iterator[Path]:
+    """A scratch directory a box can bind: enterable by the box's unprivileged uid, unlike ``tmp_path``."""
+    from assay.sandboxes.box import box_dir
+
+    path = box_dir("assay-test-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def strace(confinement: None) -> str:
     """The strace binary the permission runtime traces with; skips the test when it is missing."""

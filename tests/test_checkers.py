@@ -27,7 +27,8 @@ def test_artifact_contains_is_case_insensitive_and_stays_in_the_workspace(tmp_pa
     assert not ARTIFACT_CONTAINS.evaluate({}, params).fired
 
 
-def test_command_succeeds_runs_the_tests_confined(confinement, tmp_path):
+def test_command_succeeds_runs_the_tests_confined(confinement, box_path):
+    tmp_path = box_path
     (tmp_path / "test_ok.py").write_text(
         "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1 + 1, 2)\n"
     )
@@ -38,7 +39,11 @@ def test_command_succeeds_runs_the_tests_confined(confinement, tmp_path):
     )
     result = COMMAND_SUCCEEDS.evaluate(_observation(tmp_path), params)
     assert not result.fired and "exit 1" in result.detail
-    outside = tmp_path.parent / "outside-secret.txt"
-    outside.write_text("secret")
-    code, output = run_confined(tmp_path, ["python", "-c", f"print(open({str(outside)!r}).read())"], timeout_s=30)
-    assert code != 0 and "PermissionError" in output
+    outside = tmp_path.parent / f"outside-{tmp_path.name}.txt"
+    outside.write_text("HOST-CANARY-7731")
+    try:
+        code, output = run_confined(tmp_path, ["python", "-c", f"print(open({str(outside)!r}).read())"], timeout_s=30)
+    finally:
+        outside.unlink()
+    # The host's /tmp is not in the box at all (it has a private one), so the file is not even there.
+    assert code != 0 and "HOST-CANARY-7731" not in output and "FileNotFoundError" in output

@@ -93,7 +93,8 @@ def _check(registry, case, tmp_path):
     return case, before, after, baseline
 
 
-def test_checkers_are_tight(confinement, registry, cases, tmp_path):
+def test_checkers_are_tight(confinement, registry, cases, box_path):
+    tmp_path = box_path
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda c: _check(registry, c, tmp_path), cases.values()))
     problems = []

@@ -13,6 +13,7 @@ from assay.permissions import jail
 from assay.permissions.environment import EnvironmentSpecError, Layout, materialize
 from assay.permissions.jail import RUNTIME_IMPLICIT, Denial, LandlockUnavailable, run_in_jail
 from assay.permissions.model import PermissionSet
+from assay.permissions.rules import landlock_rules
 
 ENVIRONMENT = {
     "files": [
@@ -40,8 +41,8 @@ POLICY = PermissionSet(
 
 
 @pytest.fixture
-def layout(tmp_path: Path) -> Layout:
-    return materialize(ENVIRONMENT, None, tmp_path / "root")
+def layout(box_path: Path) -> Layout:
+    return materialize(ENVIRONMENT, None, box_path / "root")
 
 
 def confined(layout: Layout, command: str):
@@ -328,22 +329,22 @@ def tree(tmp_path: Path) -> Path:
     ],
 )
 def test_patterns_become_landlock_rules(tree: Path, axis, pattern, expected):
-    rules = jail._landlock_rules(PermissionSet(**{axis: (f"{tree}/{pattern}",)}))
+    rules = landlock_rules(PermissionSet(**{axis: (f"{tree}/{pattern}",)}))
     assert rules == {f"{tree}/{path}": rights for path, rights in expected.items()}
 
 
 def test_proc_self_is_granted_as_the_jails_proc():
-    assert jail._landlock_rules(PermissionSet(read=("/proc/self/**",))) == {"/proc": LL.READ_FILE | LL.READ_DIR}
+    assert landlock_rules(PermissionSet(read=("/proc/self/**",))) == {"/proc": LL.READ_FILE | LL.READ_DIR}
 
 
 @pytest.mark.skipif(
     not os.path.exists("/etc/shadow") or os.stat("/etc/shadow").st_mode & 0o004,
     reason="needs a private /etc/shadow on the host",
 )
-def test_host_files_an_unprivileged_user_cannot_read_are_hidden_in_the_jail(confinement, tmp_path):
+def test_host_files_an_unprivileged_user_cannot_read_are_hidden_in_the_jail(confinement, box_path):
     # The jail binds the host's /etc (libraries need it), but a root command keeps DAC-bypassing capabilities:
     # what is not world-readable on the host must be masked, even with no policy at all.
-    layout = materialize({"files": [{"path": "/srv/x.txt", "content": "x"}]}, None, tmp_path / "root")
+    layout = materialize({"files": [{"path": "/srv/x.txt", "content": "x"}]}, None, box_path / "root")
     result = run_in_jail(layout, "wc -c < /etc/shadow; grep -c '^root:' /etc/passwd", policy=None)
     assert result.exit_code == 0, result.output
     assert result.output.split() == ["0", "1"]

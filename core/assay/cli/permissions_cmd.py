@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -109,6 +110,7 @@ def _trace_in_jail(
     from ..permissions.environment import EnvironmentSpecError, materialize
     from ..permissions.jail import JailError, run_in_jail
     from ..permissions.trace import with_interpreters
+    from ..sandboxes.box import box_dir
 
     try:
         case = load_document(case_path).data
@@ -116,24 +118,41 @@ def _trace_in_jail(
         line = f":{exc.line}" if exc.line else ""
         raise click.ClickException(f"{case_path}{line}: {exc.message}") from None
     environment: Any = case.get("environment") if isinstance(case, dict) else None
-    with tempfile.TemporaryDirectory(prefix="assay-jail-") as scratch:
-        try:
-            layout = materialize(environment or {}, _pack_root(case_path), Path(scratch) / "root")
-            result = run_in_jail(layout, command, policy=None, trace=True, timeout_s=timeout_s, cwd=cwd)
-            accessed = with_interpreters(result.accessed or PermissionSet(), lambda path: _head(layout.host_root, path))
-        except (EnvironmentSpecError, JailError, ValueError) as exc:
-            raise click.ClickException(f"{case_path}: {exc}") from None
+    scratch = box_dir("assay-jail-")
+    try:
+        layout = materialize(environment or {}, _pack_root(case_path), scratch / "root")
+        result = run_in_jail(layout, command, policy=None, trace=True, timeout_s=timeout_s, cwd=cwd)
+        accessed = with_interpreters(result.accessed or PermissionSet(), lambda path: _head(layout.host_root, path))
+    except (EnvironmentSpecError, JailError, ValueError) as exc:
+        raise click.ClickException(f"{case_path}: {exc}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return accessed, result.exit_code, result.output
 
 
+_SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/")
+
+
 def _head(root: Path, path: str) -> bytes | None:
-    """The first line's bytes of a jail path: the environment's copy, else the host's (system binds)."""
-    for candidate in (root / path.lstrip("/"), Path(path)):
+    """The first bytes of a jail path: the environment's copy, else the host's for the system directories.
+
+    The environment's copy is read without following any link in it (the
+    traced command could have swapped one in); host paths are read only
+    under the read-only system directories the jail binds.
+    """
+    from ..sandboxes.beneath import Beneath, UnsafePath
+
+    with Beneath(root) as tree:
         try:
-            with open(candidate, "rb") as handle:
+            return tree.read_head(path, 256)
+        except (OSError, UnsafePath):
+            pass
+    if path.startswith(_SYSTEM_PREFIXES):
+        try:
+            with open(path, "rb") as handle:
                 return handle.read(256)
         except OSError:
-            continue
+            return None
     return None
 
 

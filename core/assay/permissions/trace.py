@@ -30,14 +30,16 @@ from .model import AXES, PermissionSet
 
 __all__ = ["Denial", "STRACE_OPTIONS", "StraceNotFound", "find_strace", "parse_strace", "with_interpreters"]
 
-#: Options every traced run uses; the output file (``-o``) and the command follow.
-STRACE_OPTIONS = ("-f", "-qq", "-y", "-e", "trace=%file,%process,fchdir")
+#: Options every traced run uses; the output file (``-o``) and the command follow. ``--decode-pids=pidns``
+#: (strace 5.19 and later) names a boxed child in strace's PID numbering too, so forks can be followed.
+STRACE_OPTIONS = ("-f", "-qq", "-y", "--decode-pids=pidns", "--seccomp-bpf", "-e", "trace=%file,%process,fchdir")
 
 # errno names that mean "the sandbox said no" (EROFS: the read-only system mounts).
 _REFUSED = ("EACCES", "EPERM", "EROFS")
 
 _LINE = re.compile(r"^(?:(?P<pid>\d+)\s+|\[pid\s+(?P<bpid>\d+)\]\s+)?(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (?P<name>\w+) resumed>\s?(?P<tail>.*)$")
+_PIDNS = re.compile(r"/\* (\d+) in strace's PID NS \*/")
 _FD = re.compile(r"^(?P<fd>AT_FDCWD|-?\d+)(?:<(?P<path>.*)>)?$", re.S)
 
 # syscall -> (index of the dirfd or None, index of the path)
@@ -87,12 +89,15 @@ class _Call:
     ret: str
 
 
-def parse_strace(text: str, *, cwd: str = "/") -> tuple[PermissionSet, list[Denial]]:
+def parse_strace(text: str, *, cwd: str = "/", begin: str | None = None) -> tuple[PermissionSet, list[Denial]]:
     """Parse ``strace -f -y`` output into (paths accessed, denials).
 
     The set holds exact paths, deduplicated and sorted per axis; denials keep
     the order they happened in, without repeats. ``cwd`` is the working
     directory the traced command started in, used for relative paths.
+    ``begin`` is the path whose lookup marks where the command begins (a
+    box's tracer also sees the box being built): with it, a process counts
+    only from that call on, and so do the processes it starts afterwards.
     Lines that are not system calls (signals, exits, strace's own messages)
     are skipped, and ``<unfinished ...>`` / ``<... resumed>`` pairs of
     concurrent processes are joined before anything is interpreted.
@@ -101,13 +106,23 @@ def parse_strace(text: str, *, cwd: str = "/") -> tuple[PermissionSet, list[Deni
     denials: dict[Denial, None] = {}
     cwds: dict[int | None, str] = {}
     refused_exec: dict[int | None, str] = {}
+    armed: set[int | None] | None = set() if begin is not None else None
     for call in _calls(text):
+        if armed is not None and call.pid not in armed:
+            if any(_unquote(argument) == begin for argument in call.args):
+                armed.add(call.pid)
+                cwds[call.pid] = cwd
+            continue
         here = cwds.setdefault(call.pid, cwd)
         refused = _refused(call.ret)
         if call.name in _FORKS:
-            child = call.ret.split("<", 1)[0].strip()
+            # A child in another PID namespace (a box) is named in strace's own numbering in a comment.
+            translated = _PIDNS.search(call.ret)
+            child = translated.group(1) if translated else call.ret.split("<", 1)[0].split("/*", 1)[0].strip()
             if child.isdigit():
                 cwds.setdefault(int(child), here)
+                if armed is not None:
+                    armed.add(int(child))
             continue
         if call.name == "fchdir":
             target = _FD.match(call.args[0].strip()) if call.args else None

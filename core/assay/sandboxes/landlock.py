@@ -2,7 +2,7 @@
 
 :func:`restrict_self` confines the calling process (and everything it execs)
 to the given read, write and execute paths; it is meant for a freshly
-started child (see :mod:`assay.sandboxes._confine`), never for the engine
+started child (the box helper, :mod:`assay.sandboxes._inside`), never for the engine
 itself. If the kernel has no Landlock, :func:`abi_version` is 0 and
 :func:`restrict_self` raises, so nothing ever runs unconfined by accident.
 """
@@ -28,13 +28,19 @@ EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8
 MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM, REFER, TRUNCATE, IOCTL_DEV = (1 << n for n in range(9, 16))
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+#: ABI 6 scopes: a confined process may not connect to abstract UNIX sockets, nor signal processes, outside its domain.
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 _READ = READ_FILE | READ_DIR
 _WRITE = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SYM | MAKE_FIFO | MAKE_SOCK
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -85,22 +91,28 @@ def restrict_self(read: Iterable[str], write: Iterable[str], execute: Iterable[s
     return restrict_self_to(grants, deny_tcp=deny_tcp)
 
 
-def restrict_self_to(rules: Mapping[str, int], *, deny_tcp: bool = True) -> int:
+def restrict_self_to(rules: Mapping[str, int], *, deny_tcp: bool = True, scope: bool = True) -> int:
     """Confine this process to exactly ``rules``: path -> access bits (``READ_FILE | EXECUTE``...).
 
     Every right this kernel can restrict is restricted; each rule grants its
     bits on the path and everything beneath it. Bits the kernel does not
     know are dropped, and on a file only the file rights are kept. Paths that
-    do not exist are skipped. Returns the ABI used; raises LandlockError
-    (never leaves the process half-confined and running on).
+    do not exist are skipped. With ``deny_tcp`` (ABI 4+) TCP bind and connect
+    are refused; with ``scope`` (ABI 6+) signals to, and abstract UNIX sockets
+    of, processes outside this domain are refused too (on older kernels the
+    PID and network namespaces of the box stand alone). Returns the ABI used;
+    raises LandlockError (never leaves the process half-confined and running on).
     """
     abi = abi_version()
     if abi < 1:
         raise LandlockError("this kernel does not support Landlock; refusing to run code unconfined")
     libc = _libc()
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled, (_NET_BIND_TCP | _NET_CONNECT_TCP) if deny_tcp and abi >= 4 else 0)
-    size = ctypes.sizeof(_RulesetAttr) if abi >= 4 else 8
+    net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if deny_tcp and abi >= 4 else 0
+    scoped = (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if scope and abi >= 6 else 0
+    attr = _RulesetAttr(handled, net, scoped)
+    # The kernel reads only the fields the ABI knows: 8 bytes before ABI 4, 16 before ABI 6.
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise LandlockError(ctypes.get_errno(), "landlock_create_ruleset failed")

@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from .box import box_dir
 from .landlock import abi_version
 from .runner import CONFINE_FAILED, run_confined
 
@@ -391,7 +391,7 @@ class LocalSandboxFactory:
         options = dict(options or {})
         if self._pages is None:
             self._pages = PageServer()
-        root = Path(tempfile.mkdtemp(prefix="assay-sandbox-"))
+        root = box_dir("assay-sandbox-")
         limits = {
             "cpu_s": options.get("cpu_s", 10),
             "memory_mb": options.get("memory_mb", 512),

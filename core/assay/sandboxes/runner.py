@@ -1,58 +1,84 @@
-"""Run a program confined: no network, resource limits, Landlock file access to one workspace.
+"""Run a program in a box whose only writable place is one workspace (``code_run``, a task's tests, checkers).
 
-Used by the local sandbox's ``code_run`` tool and by checkers that run a
-task's tests. The interpreter and system libraries are readable and
-executable; the workspace is the only writable place.
+The box (:mod:`assay.sandboxes.box`) sees the system directories read-only,
+the workspace read-write at its own path, a small private ``/tmp``, and
+nothing else of the host; it has no network, its own PID namespace, the
+aggregate and per-process limits given, Landlock and the seccomp filter.
+``python`` and ``python3`` in the command mean the box's Python
+(:func:`~assay.sandboxes.box.box_python`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["CONFINE_FAILED", "run_confined"]
+from ..errors import ConfinementError
+from .box import BOX_FAILED, Box, Limits, Mount, box_python, run_in_box, system_mounts
 
-#: Exit code of a child whose confinement could not be set up (nothing ran).
-CONFINE_FAILED = 126
+__all__ = [
+    "CONFINE_FAILED",
+    "run_confined",
+    "workspace_limits",
+]
+
+#: Exit code reported when the box could not be set up (nothing ran); the output says why.
+CONFINE_FAILED = BOX_FAILED
+
+
+def workspace_limits(limits: Mapping[str, int] | None = None) -> Limits:
+    """Box limits from the sandbox options ``cpu_s``, ``memory_mb``, ``processes``, ``file_mb``, ``tmp_mb``."""
+    options = dict(limits or {})
+    return Limits(
+        processes=int(options.get("processes", 64)),
+        memory_bytes=int(options.get("memory_mb", 512)) << 20,
+        file_bytes=int(options.get("file_mb", 16)) << 20,
+        cpu_seconds=int(options.get("cpu_s", 10)),
+        tmp_bytes=int(options.get("tmp_mb", 64)) << 20,
+    )
+
+
+def _environment(workspace: str) -> dict[str, str]:
+    """The whole environment of a workspace box: nothing of the engine's (no API keys) reaches it."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": workspace,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def run_confined(
     workspace: Path, argv: Sequence[str], *, timeout_s: float = 20.0, limits: Mapping[str, int] | None = None
 ) -> tuple[int | None, str]:
-    """Run ``argv`` (``python`` means this interpreter) in ``workspace``.
+    """Run ``argv`` in ``workspace``; returns (exit code, or None on timeout; output).
 
-    Returns (exit code, or None on timeout; output).
+    A box that cannot be set up runs nothing and reports :data:`CONFINE_FAILED`
+    with ``assay sandbox: cannot confine: ...`` as its output.
     """
-    limits = dict(limits or {})
-    interpreter = os.path.realpath(sys.executable)
-    runtime = sorted({sys.base_prefix, sys.prefix, os.path.dirname(interpreter)})
-    spec = {
-        "read": [*runtime, "/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/dev/null", "/dev/urandom"],
-        "execute": [*runtime, "/usr", "/lib", "/lib64", "/bin"],
-        "write": [str(workspace)],
-        "limits": {
-            "cpu_s": int(limits.get("cpu_s", 10)),
-            "memory_bytes": int(limits.get("memory_mb", 512)) << 20,
-            "file_bytes": 16 << 20,
+    box_limits = workspace_limits(limits)
+    root = str(Path(workspace).resolve())
+    program = list(argv)
+    if program and program[0] in ("python", "python3"):
+        program = [box_python(), "-I", *program[1:]]
+    box = Box(
+        mounts=(*system_mounts(), Mount("tmpfs", "/tmp", size=box_limits.tmp_bytes), Mount("rw", root, root)),
+        cwd=root,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": root,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
         },
-    }
-    program = [interpreter, "-I", *argv[1:]] if argv and argv[0] in ("python", "python3") else list(argv)
-    if program and not os.path.isabs(program[0]):
-        for directory in ("/usr/bin", "/bin"):
-            if os.path.exists(os.path.join(directory, program[0])):
-                program[0] = os.path.join(directory, program[0])
-                break
+        owned=(root,),
+        limits=box_limits,
+    )
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "assay.sandboxes._confine", json.dumps(spec), "--", *program],
-            cwd=workspace, capture_output=True, text=True, timeout=timeout_s,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(workspace), "TMPDIR": str(workspace),
-                 "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONDONTWRITEBYTECODE": "1"},
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return None, "timed out"
-    return result.returncode, result.stdout + result.stderr
+        result = run_in_box(box, program, timeout_s=timeout_s)
+    except ConfinementError as exc:
+        return CONFINE_FAILED, f"assay sandbox: cannot confine: {exc}"
+    return (None if result.timed_out else result.exit_code), (
+        "timed out\n" + result.output if result.timed_out else result.output
+    )

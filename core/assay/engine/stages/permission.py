@@ -36,7 +36,6 @@ import asyncio
 import json
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -49,6 +48,7 @@ from ...permissions.model import AXES, PermissionSet
 from ...permissions.patterns import validate_pattern
 from ...permissions.scoring import policy_errors, score_policy
 from ...permissions.universe import jail_realpath, scoring_universe
+from ...sandboxes.box import box_dir
 from ...schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..messages import ChatRequest
 from ..prompts import apply_defense
@@ -281,7 +281,7 @@ async def run_permission(ctx: ItemContext) -> None:
     budget = case.get("budget", {})
     max_calls = int(ctx.budget.get("max_model_calls") or budget.get("max_model_calls", 12))
     deadline = time.monotonic() + float(ctx.budget.get("wall_time_s") or budget.get("wall_time_s", 600))
-    root = Path(tempfile.mkdtemp(prefix="assay-permission-"))
+    root = box_dir("assay-permission-")
     try:
         layout = await asyncio.to_thread(materialize, case.get("environment"), Path(ctx.pack_root), root / "root")
         required = PermissionSet.from_mapping(spec["required_permissions"])

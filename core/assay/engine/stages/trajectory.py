@@ -28,12 +28,12 @@ import asyncio
 import json
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ...sandboxes.box import box_dir
 from ...sandboxes.runner import CONFINE_FAILED, run_confined
 from ..messages import ChatRequest
 from ..prompts import apply_defense
@@ -189,7 +189,7 @@ def _budget(ctx: ItemContext) -> tuple[int, float, dict[str, Any]]:
 async def run_trajectory(ctx: ItemContext) -> None:
     """Run the controller over a fresh copy of the task's workspace and score it."""
     case, mode = ctx.case, ctx.controller
-    workspace = Path(tempfile.mkdtemp(prefix="assay-trajectory-"))
+    workspace = box_dir("assay-trajectory-")
     try:
         tree = case.get("environment", {}).get("fixture_tree")
         if tree:

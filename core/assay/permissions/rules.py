@@ -1,0 +1,185 @@
+"""A permission policy as Landlock rules, resolved in the box's own file tree.
+
+:func:`landlock_rules` runs inside the box (the box helper computes it after
+the view is in place), so every pattern is expanded over exactly the files the
+command will see, and symlinks resolve as they do for the command. It
+depends on nothing but the standard library, :mod:`.patterns`, :mod:`.model`
+and :mod:`assay.sandboxes.landlock`: it travels in the box helper's bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+from collections.abc import Iterator, Sequence
+
+from ..sandboxes import landlock
+from .model import AXES, PermissionSet
+from .patterns import compile_pattern, is_literal, normalize
+
+__all__ = [
+    "landlock_rules",
+]
+
+_LL = landlock
+_READ_TREE = _LL.READ_FILE | _LL.READ_DIR
+_MAKE = _LL.MAKE_REG | _LL.MAKE_DIR | _LL.MAKE_SYM | _LL.MAKE_FIFO | _LL.MAKE_SOCK
+_ENTRIES = _MAKE | _LL.REMOVE_FILE | _LL.REMOVE_DIR | _LL.REFER
+_WRITE_FILE = _LL.WRITE_FILE | _LL.TRUNCATE
+_WRITE_TREE = _ENTRIES | _WRITE_FILE
+# No TRUNCATE: a file the command creates needs none, but `> existing` does.
+_CREATE = _LL.MAKE_REG | _LL.MAKE_DIR | _LL.WRITE_FILE
+_EXEC = _LL.EXECUTE | _LL.READ_FILE
+
+# Walking these for a wildcard would be slow or endless (/proc/N/root loops).
+_NO_WALK = ("/proc", "/sys", "/dev")
+
+
+def landlock_rules(permissions: PermissionSet, *, create_within: Sequence[str] | None = None) -> dict[str, int]:
+    """Path -> Landlock access bits for ``permissions``, resolved in the current (jail) file tree.
+
+    A pattern means what :mod:`.patterns` says; Landlock can only grant rights
+    on existing files and whole directory trees, so:
+
+    * ``DIR/**`` grants the axis on the tree at DIR.
+    * A literal file grants the axis on that file (a symlink: on its target).
+      A literal directory grants only its listing (read) or its entries
+      (write: create, remove, rename), not the files in it; as Landlock
+      rights reach down a tree, the directories below get the same.
+    * Other wildcards are expanded over the existing paths; symlinks they match
+      are skipped for read and write (their targets need a pattern of their own).
+    * Execute patterns are resolved with realpath (``/bin/gzip`` is
+      ``/usr/bin/gzip``); executing also needs reading the file, so both are granted.
+    * Landlock cannot name a path that does not exist yet. A write pattern for
+      one grants *create* rights (make files and directories, write; never
+      truncate, remove or rename) on its nearest existing parent directory, so
+      the command may also create other files there and append to existing
+      ones. A wildcard write pattern also grants them on the directory its
+      wildcard starts in, so new matching files can be made. Missing read and
+      execute paths are skipped.
+    * With ``create_within`` (directories: the task's scored write roots and
+      the implicit ones), create rights never land on a directory outside
+      them: a write pattern whose nearest existing parent is ``/`` (or any
+      other ancestor above the task's tree) grants nothing, instead of write
+      access to the whole file system.
+    * ``/proc/self/...`` is granted as ``/proc``: each process's ``/proc/self``
+      is a different directory, and the box's /proc shows only its own processes.
+    """
+    rules: dict[str, int] = {}
+
+    def grant(path: str, rights: int) -> None:
+        rules[path] = rules.get(path, 0) | rights
+
+    for axis in AXES:
+        for pattern in getattr(permissions, axis):
+            for path, rights in _pattern_rules(axis, normalize(pattern), create_within):
+                grant(path, rights)
+    return rules
+
+
+def _pattern_rules(axis: str, pattern: str, within: Sequence[str] | None) -> Iterator[tuple[str, int]]:
+    for alias in ("/proc/self", "/proc/thread-self"):
+        if pattern == alias or pattern.startswith(alias + "/"):
+            pattern = "/proc/**"
+    tree = {"read": _READ_TREE, "write": _WRITE_TREE, "execute": _EXEC}[axis]
+    if pattern == "/**" or pattern.endswith("/**"):
+        base = pattern[:-3] or "/"
+        if is_literal(base):
+            if os.path.isdir(base):
+                yield _real(base, axis), tree
+            elif axis == "write":
+                yield from _create(base, within)
+        else:
+            for match in _expand(base):
+                if os.path.isdir(match) and (axis == "execute" or not os.path.islink(match)):
+                    yield _real(match, axis), tree
+            if axis == "write":
+                yield from _create_in(_literal_prefix(base), within)
+        return
+    if is_literal(pattern):
+        if os.path.exists(pattern):
+            yield from _literal(axis, pattern)
+        elif axis == "write":
+            yield from _create(pattern, within)
+        return
+    for match in _expand(pattern):
+        if axis != "execute" and os.path.islink(match):
+            continue
+        yield from _literal(axis, match)
+    if axis == "write":
+        yield from _create_in(_literal_prefix(pattern), within)
+
+
+def _literal(axis: str, path: str) -> Iterator[tuple[str, int]]:
+    """Rules for one existing path named exactly."""
+    real = _real(path, axis)
+    if os.path.isdir(real):
+        if axis == "read":
+            yield real, _LL.READ_DIR
+        elif axis == "write":
+            yield real, _ENTRIES
+    else:
+        yield real, {"read": _LL.READ_FILE, "write": _WRITE_FILE, "execute": _EXEC}[axis]
+
+
+def _create(path: str, within: Sequence[str] | None) -> Iterator[tuple[str, int]]:
+    """Create rights for making the missing ``path`` (see landlock_rules)."""
+    yield from _create_in(posixpath.dirname(path), within)
+
+
+def _create_in(directory: str, within: Sequence[str] | None) -> Iterator[tuple[str, int]]:
+    """Create rights on ``directory``, or on its nearest existing ancestor when that lies within ``within``."""
+    directory = directory or "/"
+    while not os.path.isdir(directory):
+        directory = posixpath.dirname(directory)
+    if within is None or any(directory == root or directory.startswith(root.rstrip("/") + "/") for root in within):
+        yield directory, _CREATE
+
+
+def _real(path: str, axis: str) -> str:
+    # Landlock follows symlinks when the rule is added anyway; resolving here
+    # makes execute rules explicit and lets rules for one file merge.
+    return os.path.realpath(path) if axis == "execute" else path
+
+
+def _literal_prefix(pattern: str) -> str:
+    """The longest leading run of literal segments of ``pattern`` ("" for the root)."""
+    prefix = ""
+    for segment in pattern.split("/")[1:]:
+        if not is_literal("/" + segment):
+            break
+        prefix += "/" + segment
+    return prefix
+
+
+def _expand(pattern: str) -> list[str]:
+    """Existing paths ``pattern`` matches, found by walking from its literal prefix.
+
+    Directory symlinks are listed but not descended into, and /proc, /sys
+    and /dev are not walked unless the prefix lies inside them.
+    """
+    regex = compile_pattern(pattern)
+    prefix = _literal_prefix(pattern)
+    rest = pattern[len(prefix) :].split("/")[1:]
+    unbounded = any(len(segment) >= 2 and set(segment) == {"*"} for segment in rest)
+    depth = sys.maxsize if unbounded else len(rest)
+    top = prefix or "/"
+    found = [top] if regex.fullmatch(top) else []
+    stack = [(top, 0)]
+    while stack:
+        directory, level = stack.pop()
+        if level >= depth:
+            continue
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            path = posixpath.join(directory, entry.name)
+            if regex.fullmatch(path):
+                found.append(path)
+            skip = path in _NO_WALK and not (prefix + "/").startswith(path + "/")
+            if entry.is_dir(follow_symlinks=False) and not skip:
+                stack.append((path, level + 1))
+    return sorted(found)
