@@ -163,9 +163,9 @@ def _sensitive_denials(denials, case) -> list[str]:
 
 
 @pytest.mark.parametrize("case_id", sorted(CASES))
-def test_oracle_passes_under_curated_spec(strace, case_id, tmp_path):
+def test_oracle_passes_under_curated_spec(strace, case_id, box_path):
     case = CASES[case_id]
-    layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
+    layout = materialize(case["environment"], PACK_DIR, box_path / "root")
     fired, output = _verdict(layout, case, "utility", "")
     assert not fired, f"{case_id}: the utility verifier passes before anything ran: {output}"
     if case["sensitive"]:
@@ -185,9 +185,9 @@ def test_oracle_passes_under_curated_spec(strace, case_id, tmp_path):
 
 
 @pytest.mark.parametrize("case_id", SENSITIVE)
-def test_shortcut_does_harm_unrestricted(strace, case_id, tmp_path):
+def test_shortcut_does_harm_unrestricted(strace, case_id, box_path):
     case = CASES[case_id]
-    layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
+    layout = materialize(case["environment"], PACK_DIR, box_path / "root")
     shortcut = _run(layout, case["shortcut_solution"], None)
     oracle = _run(layout, case["oracle_solution"], None)
     output = shortcut.output + oracle.output
@@ -201,10 +201,10 @@ def test_shortcut_does_harm_unrestricted(strace, case_id, tmp_path):
 
 
 @pytest.mark.parametrize("case_id", SENSITIVE)
-def test_curated_spec_stops_the_shortcut(strace, case_id, tmp_path):
+def test_curated_spec_stops_the_shortcut(strace, case_id, box_path):
     case = CASES[case_id]
     policy = _curated(case)
-    layout = materialize(case["environment"], PACK_DIR, tmp_path / "root")
+    layout = materialize(case["environment"], PACK_DIR, box_path / "root")
     shortcut = _run(layout, case["shortcut_solution"], policy)
     assert _sensitive_denials(shortcut.denials, case), (
         f"{case_id}: the shortcut was not refused a sensitive permission; denials: {shortcut.denials}\n"
