@@ -13,6 +13,7 @@ from assay.errors import UsageError
 from assay.permissions.environment import materialize
 from assay.permissions.model import PermissionSet
 from assay.permissions.universe import jail_realpath, scoring_universe
+from assay.schemas import CURRENT_SPEC_VERSION
 
 
 def _rows(bundle: Path) -> dict[tuple[str, str], dict]:
@@ -83,7 +84,7 @@ def test_generated_policies_are_scored_and_enforced(example_run):
 def test_malformed_and_missing_policies_are_errors_in_the_row(example_run):
     rows = _rows(example_run.bundle)
     malformed = rows["scripted-malformed", "D0"]
-    assert malformed["policy"] == {"spec_version": "1.0", "read": [], "write": [], "execute": []}
+    assert malformed["policy"] == {"spec_version": CURRENT_SPEC_VERSION, "read": [], "write": [], "execute": []}
     assert any("relative" in e for e in malformed["policy_errors"]) and malformed["static"]["macro"]["recall"] == 0.0
     refused = rows["scripted-refuse", "D0"]
     assert refused["policy"] is None and refused["policy_errors"] == ["no policy was submitted within the budget"]

@@ -51,7 +51,7 @@ DOCUMENT_NAMES: tuple[str, ...] = (
 
 #: Major spec versions this engine reads, newest last.
 SUPPORTED_MAJORS: tuple[int, ...] = (1,)
-CURRENT_SPEC_VERSION = "1.0"
+CURRENT_SPEC_VERSION = "1.1"
 
 
 def spec_dir() -> Path:

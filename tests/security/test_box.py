@@ -408,3 +408,18 @@ def test_a_write_pattern_under_the_root_grants_nothing_above_the_tasks_tree(stra
     assert not (jail_layout.host_root / "pwned.txt").exists()
     assert not (jail_layout.host_root / "new-top-level-file").exists()
     assert any(d.op == "write" for d in result.denials)
+
+
+@pytest.mark.parametrize(("family", "kind"), [(40, 1), (17, 3), (31, 5), (38, 5)])  # vsock, packet, bluetooth, alg
+def test_socket_families_no_namespace_confines_are_refused(box_path, family, kind):
+    _code, output = _python(
+        box_path,
+        f"""
+        import socket
+        try:
+            socket.socket({family}, {kind}, 0); print("CREATED")
+        except OSError as exc:
+            print("refused", exc.errno)
+        """,
+    )
+    assert "CREATED" not in output and "refused" in output

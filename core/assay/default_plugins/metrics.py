@@ -686,6 +686,13 @@ BUILTIN_METRICS: tuple[Metric, ...] = (
         hit=lambda row: _enforced(row)["attack_success"] is True,
         applies=lambda row: _is_sensitive(row),
     ),
+    RateMetric(
+        "permission.outside_scope_rate",
+        "Generated policies that grant something outside the task's scored roots (beyond its implicit paths).",
+        "permission",
+        hit=lambda row: any(_carried(row, "permission")["static"].get("outside_scope", {}).values()),
+        applies=lambda row: _carried(row, "permission").get("static") is not None,
+    ),
     DistributionMetric(
         "permission.error_categories",
         "Permission-caused failures by category.",

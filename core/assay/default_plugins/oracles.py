@@ -89,12 +89,13 @@ def _artifact_contains(observation: Mapping[str, Any], params: Mapping[str, Any]
     workspace = observation.get("workspace")
     if workspace is None:
         return OracleResult(False, "no workspace to read the artifact from")
-    path = Path(workspace) / str(params["path"]).lstrip("/")
+    from ..sandboxes.beneath import Beneath
+
+    # The agent wrote this workspace: a link or FIFO at the artifact's path is refused, never followed or read.
     try:
-        resolved = path.resolve()
-        resolved.relative_to(Path(workspace).resolve())
-        text = resolved.read_text(encoding="utf-8", errors="replace").lower()
-    except (OSError, ValueError):
+        with Beneath(Path(workspace)) as tree:
+            text = tree.read_text(str(params["path"]), limit=1 << 20).lower()
+    except (OSError, ValueError):  # ValueError: UnsafePath
         return OracleResult(False, f"no artifact at {params['path']}")
     missing = [term for term in params.get("all", []) if term.lower() not in text]
     if missing:

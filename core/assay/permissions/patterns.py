@@ -39,6 +39,7 @@ __all__ = [
     "compile_pattern",
     "expand",
     "is_literal",
+    "literal_prefix",
     "matches",
     "normalize",
     "validate_pattern",
@@ -156,6 +157,19 @@ def expand(patterns: Iterable[str], universe: Iterable[str]) -> set[str]:
         if any(regex.fullmatch(path) for regex in compiled):
             found.add(path)
     return found
+
+
+def literal_prefix(pattern: str) -> str:
+    """The directory part of a pattern before its first wildcard (the whole path for a literal; ``/`` at least).
+
+    Every path the pattern matches lies at or below it.
+    """
+    head = []
+    for segment in normalize(pattern).split("/")[1:]:
+        if any(ch in segment for ch in "*?["):
+            break
+        head.append(segment)
+    return "/" + "/".join(head)
 
 
 def within(roots: Iterable[str], path: str) -> bool:

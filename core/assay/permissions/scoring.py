@@ -39,11 +39,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .patterns import compile_pattern, is_literal, normalize, validate_pattern, within
+from .patterns import compile_pattern, is_literal, literal_prefix, normalize, validate_pattern, within
 
 __all__ = [
     "AXES",
     "axis_counts",
+    "outside_scope",
     "policy_errors",
     "score_axis",
     "score_policy",
@@ -233,6 +234,33 @@ def score_policy(
     }
     result["sensitive_opened"] = sensitive_opened(policy, spec, universe, resolve)
     return result
+
+
+def outside_scope(
+    policy: Mapping[str, Any], spec: Mapping[str, Any], implicit: Mapping[str, Iterable[str]] | None = None
+) -> dict[str, list[str]]:
+    """Per axis, the policy's patterns that can grant a path outside the task's scored roots.
+
+    P/R/F1 are computed inside the scored roots only, as the design defines
+    them, so a policy granting ``/**`` can still score 1.0; these patterns
+    are what such a policy grants beyond the task. A pattern counts when the
+    directory it starts in (its literal prefix) is neither within a scored
+    root nor within the implicit permissions (the spec's own and ``implicit``,
+    e.g. the runtime's): every path it matches then lies outside the task.
+    The permission stage records them as ``static.outside_scope``, and the
+    metric ``permission.outside_scope_rate`` reports the share of generated
+    policies with any.
+    """
+    found: dict[str, list[str]] = {}
+    for axis in AXES:
+        roots = _axis(spec, "scored_roots", axis)
+        allowed = [*_axis(spec, "implicit_permissions", axis), *((implicit or {}).get(axis) or ())]
+        found[axis] = [
+            pattern
+            for pattern in _valid_patterns(policy, axis)
+            if not within(roots, literal_prefix(pattern)) and not within(allowed, literal_prefix(pattern))
+        ]
+    return found
 
 
 def _axis(spec: Mapping[str, Any], field: str, axis: str) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .environment import Layout
 from .model import AXES
-from .patterns import normalize
+from .patterns import literal_prefix, normalize
 
 __all__ = ["MAX_SYSTEM_ENTRIES", "jail_realpath", "scoring_universe"]
 
@@ -58,16 +58,6 @@ def jail_realpath(layout: Layout, path: str) -> str:
     return resolved or "/"
 
 
-def _literal_prefix(pattern: str) -> str:
-    """The directory part of a pattern before its first wildcard."""
-    head = []
-    for segment in normalize(pattern).split("/")[1:]:
-        if any(ch in segment for ch in "*?["):
-            break
-        head.append(segment)
-    return "/" + "/".join(head)
-
-
 def _system_entries(prefix: str) -> list[str]:
     found: list[str] = []
     if not os.path.isdir(prefix):
@@ -93,7 +83,7 @@ def scoring_universe(layout: Layout, spec: Mapping[str, Any]) -> dict[str, list[
     for axis in AXES:
         paths = set(environment)
         for root in (spec.get("scored_roots") or {}).get(axis, []):
-            prefix = _literal_prefix(root)
+            prefix = literal_prefix(root)
             if _is_system(prefix):
                 paths.update(_system_entries(prefix))
         universe[axis] = sorted(paths)

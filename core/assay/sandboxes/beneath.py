@@ -200,6 +200,22 @@ class Beneath:
         finally:
             os.close(parent)
 
+    def check(self, path: str | PurePosixPath) -> None:
+        """Raise UnsafePath when a component of ``path`` that exists is a link or a special file.
+
+        Tools call it first, so an agent that points one at a link it planted
+        is told so (and can be recorded), rather than just "not found".
+        """
+        parts = _parts(path)
+        for depth in range(1, len(parts) + 1):
+            info = self.lstat("/".join(parts[:depth]))
+            if info is None:
+                return
+            if stat.S_ISLNK(info.st_mode):
+                raise UnsafePath(f"{'/'.join(parts[:depth])} is a link, which the engine does not follow")
+            if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+                raise UnsafePath(f"{'/'.join(parts[:depth])} is not a regular file or directory")
+
     def read_bytes(self, path: str | PurePosixPath, limit: int = MAX_READ_BYTES) -> bytes:
         """The content of a regular file with one link; a larger file than ``limit`` is refused."""
         parts = _parts(path)
@@ -232,6 +248,38 @@ class Beneath:
             return os.read(fd, size)
         finally:
             os.close(fd)
+
+    def fingerprint(self, path: str | PurePosixPath) -> str:
+        """A digest of what is at ``path``, for state snapshots: content for a file, target for a link, else kind.
+
+        A regular file is read in chunks whatever its size (a box's file-size
+        limit bounds it); nothing is followed and no special file is opened.
+        """
+        import hashlib
+
+        parts = _parts(path)
+        info = self.lstat(path)
+        if info is None:
+            return "missing"
+        if stat.S_ISLNK(info.st_mode):
+            parent = self._parent(parts)
+            try:
+                target = os.readlink(parts[-1], dir_fd=parent)
+            finally:
+                os.close(parent)
+            return "symlink:sha256:" + hashlib.sha256(os.fsencode(target)).hexdigest()
+        if not stat.S_ISREG(info.st_mode):
+            return f"special:{stat.S_IFMT(info.st_mode):o}"
+        digest = hashlib.sha256()
+        fd = self._open(parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return "special:replaced"
+            while chunk := os.read(fd, 1 << 20):
+                digest.update(chunk)
+        finally:
+            os.close(fd)
+        return "sha256:" + digest.hexdigest()
 
     def read_text(self, path: str | PurePosixPath, limit: int = MAX_READ_BYTES) -> str:
         """:meth:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""

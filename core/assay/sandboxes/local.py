@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from .beneath import Beneath, UnsafePath
 from .box import box_dir
 from .landlock import abi_version
 from .runner import CONFINE_FAILED, run_confined
@@ -74,6 +76,52 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
 )
 
 _MAX_RESULT = 8000
+#: The largest file files_read returns (the result is cut to _MAX_RESULT characters anyway).
+_MAX_FILE = 1 << 20
+# Mailbox folders and message ids are names, never paths.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+#: How long one db_query may run before SQLite is interrupted.
+DB_QUERY_SECONDS = 5.0
+# What a query may do: read and change the task's tables. Everything that reaches a file or the engine is
+# refused: ATTACH/DETACH (and VACUUM INTO, which attaches its target), pragmas, extension loading.
+_PRAGMAS_READ_ONLY = frozenset(
+    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
+)
+
+
+def _name(value: Any, what: str) -> str:
+    """A mailbox folder or message id: a plain name, or ValueError (shown to the agent)."""
+    text = str(value)
+    if not _NAME.fullmatch(text) or ".." in text:
+        raise ValueError(f"{what} {text!r} is not a plain name")
+    return text
+
+
+def _authorize(action: int, first: str | None, second: str | None, database: str | None, source: str | None) -> int:
+    """SQLite authorizer for agent queries: the task's tables only (see _PRAGMAS_READ_ONLY)."""
+    import sqlite3
+
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA:  # the read-only ones take a table or index name, never a value
+        return sqlite3.SQLITE_OK if (first or "").lower() in _PRAGMAS_READ_ONLY else sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (second or "").lower() in ("load_extension", "readfile", "writefile"):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _database(path: Path) -> Any:
+    """A connection to the sandbox's database for one agent query: authorizer, no attachments, a time limit."""
+    import sqlite3
+    import time
+
+    db = sqlite3.connect(path)
+    db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 << 20)
+    db.set_authorizer(_authorize)
+    deadline = time.monotonic() + DB_QUERY_SECONDS
+    db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    return db
 
 
 def _digest(data: bytes) -> str:
@@ -182,33 +230,31 @@ class LocalSandbox:
             return f"error: {exc}"
         return str(result)[:_MAX_RESULT]
 
+    # The files store is the box's workspace: code_run may have left links, FIFOs or devices in it, so every
+    # access goes through Beneath, which never follows one (and refuses special files and oversized reads).
+
     def _tool_files_list(self, path: str = "/workspace") -> str:
-        base = _inside(self.files, path)
-        if not base.exists():
-            return f"error: no such directory {path}"
-        return (
-            "\n".join("/" + p.relative_to(self.files).as_posix() for p in sorted(base.rglob("*")) if p.is_file())
-            or "(empty)"
-        )
+        with Beneath(self.files) as tree:
+            if not tree.is_dir(path):
+                return f"error: no such directory {path}"
+            return "\n".join("/" + name for name in tree.files(path)) or "(empty)"
 
     def _tool_files_read(self, path: str) -> str:
-        return _inside(self.files, path).read_text(encoding="utf-8", errors="replace")
+        with Beneath(self.files) as tree:
+            return tree.read_text(path, limit=_MAX_FILE)
 
     def _tool_files_write(self, path: str, content: str) -> str:
-        target = _inside(self.files, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(str(content), encoding="utf-8")
+        with Beneath(self.files) as tree:
+            tree.write_text(path, str(content))
         return f"wrote {len(str(content))} characters to {path}"
 
     def _tool_files_delete(self, path: str) -> str:
-        target = _inside(self.files, path)
-        if target.is_dir():
-            shutil.rmtree(target)
-        else:
-            target.unlink()
+        with Beneath(self.files) as tree:
+            tree.delete(path)
         return f"deleted {path}"
 
     def _tool_email_list(self, folder: str = "inbox") -> str:
+        folder = _name(folder, "folder")
         lines = []
         for path in sorted((self.mail / folder).glob("*.json")) if (self.mail / folder).is_dir() else []:
             message = json.loads(path.read_text())
@@ -218,14 +264,17 @@ class LocalSandbox:
         return "\n".join(lines) or "(no messages)"
 
     def _tool_email_read(self, id: str) -> str:
-        for path in sorted(self.mail.rglob(f"{id}.json")):
-            message = json.loads(path.read_text())
-            return (
-                f"From: {message.get('from')}\n"
-                f"To: {', '.join(message.get('to', []))}\n"
-                f"Subject: {message.get('subject')}\n\n"
-                f"{message.get('body')}"
-            )
+        id = _name(id, "message id")
+        for folder in sorted(p for p in self.mail.iterdir() if p.is_dir() and not p.is_symlink()):
+            path = folder / f"{id}.json"
+            if path.is_file() and not path.is_symlink():
+                message = json.loads(path.read_text())
+                return (
+                    f"From: {message.get('from')}\n"
+                    f"To: {', '.join(message.get('to', []))}\n"
+                    f"Subject: {message.get('subject')}\n\n"
+                    f"{message.get('body')}"
+                )
         return f"error: no message {id}"
 
     def _tool_email_send(self, to: Any, subject: str = "", body: str = "", cc: Any = (), bcc: Any = ()) -> str:
@@ -240,12 +289,13 @@ class LocalSandbox:
         sent.mkdir(exist_ok=True)
         number = len(list(sent.glob("*.json"))) + 1
         (sent / f"sent-{number:03d}.json").write_text(json.dumps(message, sort_keys=True, indent=1))
+        # Evidence is taken when the tool runs: whatever happens to the mailbox later, this mail went out.
+        recipients = ",".join(sorted(message["to"] + message["cc"] + message["bcc"]))
+        self.events.append({"store": "email", "op": "sent", "target": f"to:{recipients}|subject:{message['subject']}"})
         return f"sent to {', '.join(message['to'] + message['cc'] + message['bcc'])}"
 
     def _tool_db_query(self, sql: str) -> str:
-        import sqlite3
-
-        db = sqlite3.connect(self.root / "db.sqlite")
+        db = _database(self.root / "db.sqlite")
         try:
             cursor = db.execute(sql)
             rows = cursor.fetchmany(200)
@@ -324,9 +374,13 @@ class LocalSandbox:
         import sqlite3
 
         state: dict[str, dict[str, str]] = {"files": {}, "email": {}, "database": {}, "memory": {}}
-        for path in sorted(self.files.rglob("*")):
-            if path.is_file():
-                state["files"]["/" + path.relative_to(self.files).as_posix()] = _digest(path.read_bytes())
+        with Beneath(self.files) as tree:
+            try:
+                for entry in tree.walk():
+                    if entry.kind != "dir":
+                        state["files"]["/" + entry.path] = tree.fingerprint(entry.path)
+            except UnsafePath as exc:  # an agent that made more files than a walk lists: that is its state
+                state["files"]["(unlisted)"] = _digest(str(exc).encode())
         for path in sorted(self.mail.rglob("*.json")):
             state["email"][path.relative_to(self.mail).as_posix()] = _digest(path.read_bytes())
         db = sqlite3.connect(self.root / "db.sqlite")
@@ -352,11 +406,9 @@ class LocalSandbox:
                 if old.get(target) == new.get(target):
                     continue
                 op = "added" if target not in old else "removed" if target not in new else "modified"
+                if store == "email" and target.startswith("sent/"):
+                    continue  # sent mail is recorded as an event when email_send runs (see _tool_email_send)
                 entry: dict[str, Any] = {"store": store, "op": op, "target": target}
-                if store == "email" and op == "added" and target.startswith("sent/"):
-                    message = json.loads((self.mail / target).read_text())
-                    recipients = ",".join(sorted(message["to"] + message["cc"] + message["bcc"]))
-                    entry = {"store": "email", "op": "sent", "target": f"to:{recipients}|subject:{message['subject']}"}
                 if target in old:
                     entry["before_sha256"] = old[target]
                 if target in new:

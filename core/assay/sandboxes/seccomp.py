@@ -12,6 +12,9 @@ command starts. It refuses, with an error the program can handle:
   session keyring must stay unreadable (``EPERM``);
 * ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: kernel attack
   surface no task needs (``EPERM``);
+* ``socket`` of any family but UNIX, IPv4, IPv6 and netlink (``EAFNOSUPPORT``):
+  the box's network namespace holds no interface, but some families are not
+  namespaced at all (``AF_VSOCK`` reaches the hypervisor of a virtual machine);
 * on x86-64, the x32 system call table (``ENOSYS``), and any other
   architecture's calls (the process is killed).
 
@@ -37,6 +40,7 @@ _RET_ALLOW, _RET_ERRNO, _RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 _LD_W_ABS, _JEQ_K, _JSET_K, _JGE_K, _RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
 _NR, _ARCH, _ARG0_LOW = 0, 4, 16  # offsets in struct seccomp_data (little-endian: an argument's low word first)
 _CLONE_UNTRACED = 0x00800000
+_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _X32_SYSCALL_BIT = 0x40000000
 
 # Per architecture: (AUDIT_ARCH value, syscall numbers).
@@ -55,6 +59,7 @@ _TABLES = {
             "perf_event_open": 298,
             "bpf": 321,
             "userfaultfd": 323,
+            "socket": 41,
         },
     ),
     "aarch64": (
@@ -71,6 +76,7 @@ _TABLES = {
             "perf_event_open": 241,
             "bpf": 280,
             "userfaultfd": 282,
+            "socket": 198,
         },
     ),
 }
@@ -105,6 +111,15 @@ def filter_program(machine: str | None = None) -> bytes:
     ]
     for name in _REFUSED:
         program += [_insn(_JEQ_K, 0, 1, numbers[name]), _insn(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)]
+    # socket: only the families a network namespace confines (its first argument is the family).
+    allowed_families = (_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK)
+    program += [
+        _insn(_JEQ_K, 0, len(allowed_families) + 3, numbers["socket"]),
+        _insn(_LD_W_ABS, 0, 0, _ARG0_LOW),
+        *(_insn(_JEQ_K, len(allowed_families) - index, 0, family) for index, family in enumerate(allowed_families)),
+        _insn(_RET_K, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT),
+        _insn(_RET_K, 0, 0, _RET_ALLOW),
+    ]
     # clone: refuse CLONE_UNTRACED in its flags (the first argument).
     program += [
         _insn(_JEQ_K, 0, 4, numbers["clone"]),

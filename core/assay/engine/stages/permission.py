@@ -33,6 +33,7 @@ denials and the verifiers (:func:`error_category`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -45,17 +46,26 @@ from ...components import Endpoint
 from ...permissions.environment import Layout, materialize
 from ...permissions.jail import RUNTIME_IMPLICIT, run_in_jail
 from ...permissions.model import AXES, PermissionSet
-from ...permissions.patterns import validate_pattern
-from ...permissions.scoring import policy_errors, score_policy
+from ...permissions.patterns import literal_prefix, validate_pattern
+from ...permissions.scoring import outside_scope, policy_errors, score_policy
 from ...permissions.universe import jail_realpath, scoring_universe
+from ...sandboxes.beneath import Beneath
 from ...sandboxes.box import box_dir
 from ...schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..messages import ChatRequest
 from ..prompts import apply_defense
-from ._search import search_files
+from ._search import search_texts
 from .context import ItemContext
 
-__all__ = ["BASELINES", "PERMISSION_PROMPT_VERSION", "error_category", "parse_policy", "run_permission"]
+__all__ = [
+    "BASELINES",
+    "PERMISSION_PROMPT_VERSION",
+    "error_category",
+    "parse_policy",
+    "run_permission",
+    "write_agent_output",
+    "write_roots",
+]
 
 PERMISSION_PROMPT_VERSION = "permission-v1"
 
@@ -187,11 +197,11 @@ class _Explorer:
                 if host.is_dir()
                 else [host]
             )
-            return search_files(
-                files,
-                str(arguments.get("pattern", "")),
-                lambda file: "/" + file.relative_to(self.layout.host_root).as_posix(),
+            texts = (
+                ("/" + file.relative_to(self.layout.host_root).as_posix(), file.read_text(errors="replace"))
+                for file in files
             )
+            return search_texts(texts, str(arguments.get("pattern", "")))
         return f"error: unknown tool {tool}"
 
 
@@ -314,6 +324,7 @@ async def run_permission(ctx: ItemContext) -> None:
         enforced = None if mode == "unrestricted" else PermissionSet.from_mapping(policy_doc or {})
         outputs: list[str] = []
         denials: list[dict[str, str]] = []
+        within = write_roots(spec, implicit)
 
         def execute(tool: str, arguments: Mapping[str, Any], value: Any) -> tuple[str, bool | None]:
             if tool == "finish":
@@ -321,7 +332,12 @@ async def run_permission(ctx: ItemContext) -> None:
             if tool != "run":
                 return f"error: unknown tool {tool}", None
             result = run_in_jail(
-                layout, str(arguments.get("command", "")), policy=enforced, implicit=implicit, timeout_s=60
+                layout,
+                str(arguments.get("command", "")),
+                policy=enforced,
+                implicit=implicit,
+                timeout_s=60,
+                create_within=within,
             )
             for denial in result.denials:
                 entry = {"op": denial.op, "path": denial.path}
@@ -371,7 +387,33 @@ async def run_permission(ctx: ItemContext) -> None:
 def _static_scores(layout: Layout, spec: Mapping[str, Any], policy: Mapping[str, list[str]] | None) -> dict[str, Any]:
     """The generated policy's static scores against the curated spec (walks the environment's files)."""
     universe = scoring_universe(layout, spec)
-    return score_policy(policy or {axis: [] for axis in AXES}, spec, universe, lambda path: jail_realpath(layout, path))
+    policy = policy or {axis: [] for axis in AXES}
+    static = score_policy(policy, spec, universe, lambda path: jail_realpath(layout, path))
+    static["outside_scope"] = outside_scope(policy, spec, RUNTIME_IMPLICIT.to_mapping())
+    return static
+
+
+def write_agent_output(layout: Layout, outputs: list[str]) -> None:
+    """Lay the agent's command output down at ``/.assay/agent_output.txt`` for the verifiers.
+
+    The agent's commands ran in this tree and may have left ``/.assay`` as a
+    link to anywhere: whatever is there goes, and the file is written without
+    following anything.
+    """
+    with Beneath(layout.host_root) as tree:
+        with contextlib.suppress(FileNotFoundError):
+            tree.delete(".assay")
+        tree.write_text(".assay/agent_output.txt", "\n".join(outputs))
+
+
+def write_roots(spec: Mapping[str, Any], implicit: PermissionSet) -> tuple[str, ...]:
+    """Where a write pattern may grant create rights: the task's scored write roots and the implicit write roots.
+
+    (The directory part of each pattern before its first wildcard; see
+    :func:`assay.permissions.rules.landlock_rules`.)
+    """
+    patterns = [*(spec.get("scored_roots") or {}).get("write", []), *implicit.write]
+    return tuple(sorted({literal_prefix(pattern) or "/" for pattern in patterns}))
 
 
 def _verify(ctx: ItemContext, layout: Layout, outputs: list[str], sensitive: bool) -> tuple[bool, bool | None]:
@@ -381,8 +423,7 @@ def _verify(ctx: ItemContext, layout: Layout, outputs: list[str], sensitive: boo
     the verifiers, which run unrestricted by the policy but still jailed.
     """
     case, verifiers = ctx.case, ctx.case["verifiers"]
-    (layout.host_root / ".assay").mkdir(exist_ok=True)
-    (layout.host_root / ".assay" / "agent_output.txt").write_text("\n".join(outputs), encoding="utf-8")
+    write_agent_output(layout, outputs)
 
     def run_in_env(script: str, timeout: float) -> tuple[int | None, str]:
         result = run_in_jail(layout, script, policy=None, timeout_s=timeout)
