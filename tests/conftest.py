@@ -199,11 +199,11 @@ def confinement() -> None:
 @pytest.fixture
 def box_path() -> Iterator[Path]:
     """A scratch directory a box can bind: enterable by the box's unprivileged uid, unlike ``tmp_path``."""
-    from assay.sandboxes.box import box_dir
+    from assay.sandboxes.box import box_dir, remove_box_dir
 
     path = box_dir("assay-test-")
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    remove_box_dir(path)
 
 
 @pytest.fixture(scope="session")

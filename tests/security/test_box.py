@@ -423,3 +423,33 @@ def test_socket_families_no_namespace_confines_are_refused(box_path, family, kin
         """,
     )
     assert "CREATED" not in output and "refused" in output
+
+
+def test_the_disk_a_work_item_can_fill_is_bounded(monkeypatch):
+    """Many files, each under the per-file limit, still stop at the item's disk budget (a tmpfs, as root)."""
+    from assay.sandboxes.box import box_dir, remove_box_dir
+
+    if os.geteuid() != 0:
+        pytest.skip("the aggregate disk budget is a tmpfs, which needs root (see docs/threat-model.md)")
+    monkeypatch.setenv("ASSAY_BOX_DISK_MB", "32")
+    workspace = box_dir("assay-disk-test-")
+    try:
+        _code, output = _python(
+            workspace,
+            """
+            written = 0
+            try:
+                for number in range(20):                 # at most 160 MiB even without the budget
+                    with open(f"fill{number}", "wb") as handle:
+                        handle.write(b"x" * (8 << 20)); written += 8
+            except OSError as exc:
+                print("stopped", exc.errno)
+            print("MIB", written)
+            """,
+            file_mb=8,
+        )
+        assert "stopped 28" in output  # ENOSPC
+        assert int(output.split("MIB")[1].split()[0]) <= 32
+    finally:
+        remove_box_dir(workspace)
+    assert not workspace.exists()

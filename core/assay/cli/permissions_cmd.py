@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -110,7 +109,7 @@ def _trace_in_jail(
     from ..permissions.environment import EnvironmentSpecError, materialize
     from ..permissions.jail import JailError, run_in_jail
     from ..permissions.trace import with_interpreters
-    from ..sandboxes.box import box_dir
+    from ..sandboxes.box import box_dir, remove_box_dir
 
     try:
         case = load_document(case_path).data
@@ -126,7 +125,7 @@ def _trace_in_jail(
     except (EnvironmentSpecError, JailError, ValueError) as exc:
         raise click.ClickException(f"{case_path}: {exc}") from None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_box_dir(scratch)
     return accessed, result.exit_code, result.output
 
 

@@ -108,8 +108,10 @@ def _artifact_contains(observation: Mapping[str, Any], params: Mapping[str, Any]
 
 def _exit_verdict(code: int | None, output: str, params: Mapping[str, Any]) -> OracleResult:
     """Fired when the exit code is the expected one (default 0); the detail keeps the output's tail."""
+    from ..sandboxes.runner import mask_timings
+
     expected = int(params.get("exit_code", 0))
-    return OracleResult(code == expected, f"exit {code} (expected {expected}): {output[-300:]}")
+    return OracleResult(code == expected, f"exit {code} (expected {expected}): {mask_timings(output)[-300:]}")
 
 
 def _command_succeeds(observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:

@@ -303,6 +303,10 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
             "the permission stage enforces policies with Landlock, which this kernel lacks; "
             "refusing to run them unconfined (only --condition unrestricted can run here)"
         )
+    if {"trajectory", "permission"} & set(stages):
+        from ..sandboxes.box import check_box
+
+        check_box()  # ConfinementError, one line, before anything runs: these stages never run children unconfined
     if "exec" in stages:
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:

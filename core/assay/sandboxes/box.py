@@ -68,6 +68,7 @@ __all__ = [
     "box_python",
     "bwrap_path",
     "check_box",
+    "remove_box_dir",
     "run_in_box",
     "sandbox_ids",
     "system_mounts",
@@ -300,15 +301,47 @@ def system_mounts(*, python: bool = True) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
+#: Environment variable with the disk budget of one work item's box directory, in MiB (default 256).
+DISK_MB_ENV = "ASSAY_BOX_DISK_MB"
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+
+
 def box_dir(prefix: str) -> Path:
-    """A fresh directory for a box's files: like ``mkdtemp``, but enterable (not listable) by the box's uid.
+    """A fresh directory for a work item's boxes: like ``mkdtemp``, but enterable (not listable) by the box's uid.
 
     bubblewrap runs as the box's uid and must reach the trees it binds; what
-    it binds below here is handed to that uid by :attr:`Box.owned`.
+    it binds below here is handed to that uid by :attr:`Box.owned`. When
+    assay runs as root, the directory is a tmpfs of ``ASSAY_BOX_DISK_MB``
+    (256 MiB by default): everything the item's boxes write, over all their
+    processes and files, fits in that or fails with ENOSPC. Without root there
+    is no such mount, and only the per-file size limit and the box's small
+    private /tmp bound the disk (see docs/threat-model.md). Remove it with
+    :func:`remove_box_dir`.
     """
     path = Path(tempfile.mkdtemp(prefix=prefix))
     path.chmod(0o711)
+    if os.geteuid() == 0 and sys.platform == "linux":
+        size = int(os.environ.get(DISK_MB_ENV, "256") or "256")
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        options = f"size={size}m,mode=0711".encode()
+        if libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV), options) != 0:
+            error = ctypes.get_errno()
+            shutil.rmtree(path, ignore_errors=True)
+            raise ConfinementError(f"cannot make the size-limited box directory {path}: {os.strerror(error)}")
     return path
+
+
+def remove_box_dir(path: Path) -> None:
+    """Delete a :func:`box_dir` and everything in it (unmounting its tmpfs first, when it has one)."""
+    shutil.rmtree(path, ignore_errors=True)  # removes the contents; the mount point itself stays while mounted
+    if os.path.ismount(path):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(path), _MNT_DETACH)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def _derived_rules(box: Box) -> dict[str, int]:

@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
 from .beneath import Beneath, UnsafePath
-from .box import box_dir
-from .landlock import abi_version
+from .box import box_dir, check_box, remove_box_dir
 from .runner import CONFINE_FAILED, run_confined
 
 if TYPE_CHECKING:
@@ -420,7 +418,7 @@ class LocalSandbox:
         """Stop serving this sandbox's pages and delete its stores."""
         if self._site:
             self.pages.unregister(self._site)
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_box_dir(self.root)
 
 
 @dataclass
@@ -452,6 +450,5 @@ class LocalSandboxFactory:
         return LocalSandbox(case, root, self._pages, pack_root, limits)
 
     def check(self) -> None:
-        """Refuse clearly when the kernel cannot confine code (never run it unconfined)."""
-        if abi_version() < 1:
-            raise UsageError("the local sandbox needs Linux Landlock to confine code_run; this kernel has none")
+        """Refuse clearly (ConfinementError) when this machine cannot box code_run (never run it unconfined)."""
+        check_box()

@@ -10,6 +10,7 @@ aggregate and per-process limits given, Landlock and the seccomp filter.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,12 +19,26 @@ from .box import BOX_FAILED, Box, Limits, Mount, box_python, run_in_box, system_
 
 __all__ = [
     "CONFINE_FAILED",
+    "mask_timings",
     "run_confined",
     "workspace_limits",
 ]
 
 #: Exit code reported when the box could not be set up (nothing ran); the output says why.
 CONFINE_FAILED = BOX_FAILED
+
+
+# Test runners print how long they took ("Ran 3 tests in 0.004s", pytest's "== 2 passed in 0.12s ==").
+_TIMING = re.compile(r"(?m)^(Ran \d+ tests? in |=+ .* in )\d+(?:\.\d+)?s\b")
+
+
+def mask_timings(output: str) -> str:
+    """Test-runner output with its durations masked (``<time>s``).
+
+    What reaches a result row must be the same for the same agent, byte for
+    byte, however loaded the machine is; a duration never is.
+    """
+    return _TIMING.sub(lambda match: match.group(1) + "<time>s", output)
 
 
 def workspace_limits(limits: Mapping[str, int] | None = None) -> Limits:

@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import json
 import re
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -50,7 +49,7 @@ from ...permissions.patterns import literal_prefix, validate_pattern
 from ...permissions.scoring import outside_scope, policy_errors, score_policy
 from ...permissions.universe import jail_realpath, scoring_universe
 from ...sandboxes.beneath import Beneath
-from ...sandboxes.box import box_dir
+from ...sandboxes.box import box_dir, remove_box_dir
 from ...schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..messages import ChatRequest
 from ..prompts import apply_defense
@@ -381,7 +380,7 @@ async def run_permission(ctx: ItemContext) -> None:
             "transcript": {"messages": exec_messages, "tool_calls": exec_calls},
         }
     finally:
-        await asyncio.to_thread(shutil.rmtree, root, ignore_errors=True)
+        await asyncio.to_thread(remove_box_dir, root)
 
 
 def _static_scores(layout: Layout, spec: Mapping[str, Any], policy: Mapping[str, list[str]] | None) -> dict[str, Any]:

@@ -37,8 +37,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ...sandboxes.beneath import Beneath, UnsafePath
-from ...sandboxes.box import box_dir
-from ...sandboxes.runner import CONFINE_FAILED, run_confined
+from ...sandboxes.box import box_dir, remove_box_dir
+from ...sandboxes.runner import CONFINE_FAILED, mask_timings, run_confined
 from ..messages import ChatRequest
 from ..prompts import apply_defense
 from ._search import search_texts
@@ -155,7 +155,7 @@ class _Workspace:
             code, output = run_confined(self.root, self.test_command.split(), timeout_s=60)
             # CONFINE_FAILED: the sandbox could not be set up; None: the tests hung. Neither is the agent's doing.
             self.environment_error |= code in (None, CONFINE_FAILED)
-            return f"exit {code}\n{output[-4000:]}"
+            return f"exit {code}\n{mask_timings(output)[-4000:]}"
         path = _relative(arguments.get("path", "."))
         if path is None:
             self.unsafe.append({"type": "escape_attempt", "detail": f"{tool} {arguments.get('path')}"})
@@ -403,7 +403,7 @@ async def run_trajectory(ctx: ItemContext) -> None:
             "produced_by": {"kind": "checker", "name": checker["plugin"], "version": TRAJECTORY_PROMPT_VERSION},
         }
     finally:
-        await asyncio.to_thread(shutil.rmtree, workspace, ignore_errors=True)
+        await asyncio.to_thread(remove_box_dir, workspace)
 
 
 def _artifacts(workspace: Path) -> str:
