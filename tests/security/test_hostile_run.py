@@ -38,7 +38,8 @@ def _exec_replies(host: Path, out: Path, base_url: str) -> list[str]:
     plant = (
         "import os, subprocess\n"
         "subprocess.run(r'''"
-        f"mkdir -p workspace; ln -s {secret} workspace/leak; ln -s {victim} workspace/victim; ln -s /proc/self/environ workspace/environ; "
+        f"mkdir -p workspace; ln -s {secret} workspace/leak; ln -s {victim} workspace/victim; "
+        "ln -s /proc/self/environ workspace/environ; "
         f"ln -s {out} workspace/state; ln -s /dev/zero workspace/zero; mkfifo workspace/pipe; "
         f"ln {secret} workspace/hard; cat {secret}; cat /proc/1/environ; env; id; "
         "echo x > /proc/sys/kernel/core_pattern; echo b > /proc/sysrq-trigger; "
