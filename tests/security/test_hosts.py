@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,46 @@ def test_test_runner_durations_are_masked_for_reproducible_rows():
     assert mask_timings("..\n---\nRan 2 tests in 0.004s\n\nOK\n") == "..\n---\nRan 2 tests in <time>s\n\nOK\n"
     assert mask_timings("=== 3 passed in 1.20s ===") == "=== 3 passed in <time>s ==="
     assert mask_timings("took 0.5s to warm up") == "took 0.5s to warm up"  # only the runners' own summary lines
+
+
+def test_a_killed_engines_box_directory_is_swept_by_the_next_engine(children, tmp_path):
+    """A tmpfs left mounted by an engine killed mid-run is unmounted by the next one; live engines' are kept."""
+    if os.geteuid() != 0:
+        pytest.skip("box directories are tmpfs mounts only when assay runs as root")
+    engine = subprocess.Popen(
+        [sys.executable, "-c", "from assay.sandboxes.box import box_dir; print(box_dir('assay-swept-'), flush=True); "
+         "import time; time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert engine.stdout is not None
+    orphan = Path(engine.stdout.readline().strip())
+    live = box.box_dir("assay-live-")
+    try:
+        assert os.path.ismount(orphan)
+        box._sweep_orphans.__wrapped__()
+        assert os.path.ismount(orphan), "a running engine's directory was swept"
+        engine.kill()
+        engine.wait()
+        box._sweep_orphans.__wrapped__()
+        assert not orphan.exists()
+        assert os.path.ismount(live), "this engine's own directory was swept"
+    finally:
+        engine.kill()
+        box.remove_box_dir(live)
+        if orphan.exists():
+            box.remove_box_dir(orphan)
+
+
+def test_the_helper_bundle_is_shared_and_never_taken_from_someone_else(tmp_path, monkeypatch):
+    """One bundle per user and version (nothing piles up in /tmp); a planted one that differs is not used."""
+    first = box._helper_bundle.__wrapped__()
+    assert box._helper_bundle.__wrapped__() == first
+    assert box._holds(Path(first), box._helper_files())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    planted = Path(first.replace(os.path.dirname(first), str(tmp_path)))
+    planted.mkdir()
+    (planted / "empty").write_text("not empty")
+    (planted / "assay").mkdir()
+    chosen = box._helper_bundle.__wrapped__()
+    assert chosen != str(planted) and box._holds(Path(chosen), box._helper_files())
+    assert (planted / "empty").read_text() == "not empty"

@@ -39,10 +39,13 @@ prints forever cannot exhaust the engine's memory.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -237,29 +240,75 @@ def _python_mounts(interpreter: str) -> list[Mount]:
     ]
 
 
+_HELPER_STUB = '"""The box helper\'s copy of assay (see assay.sandboxes.box)."""\n'
+_HELPER_STUBS = ("assay/__init__.py", "assay/sandboxes/__init__.py", "assay/permissions/__init__.py")
+
+
+def _helper_files() -> dict[str, bytes]:
+    """The helper bundle's files by relative path: the helper's modules, package stubs, and the empty mask file."""
+    package = Path(__file__).resolve().parents[1]
+    files = {f"assay/{name}": (package / name).read_bytes() for name in _HELPER_MODULES}
+    files.update({stub: _HELPER_STUB.encode() for stub in _HELPER_STUBS})
+    files["empty"] = b""  # what masked files show
+    return files
+
+
+def _holds(bundle: Path, files: Mapping[str, bytes]) -> bool:
+    """Whether ``bundle`` is a directory of this user's, writable by no one else, holding exactly ``files``."""
+    try:
+        info = os.lstat(bundle)
+        if not os.path.isdir(bundle) or os.path.islink(bundle):
+            return False
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return False
+        for name, data in files.items():
+            path = bundle / name
+            if path.is_symlink() or path.stat().st_mode & 0o022 or path.read_bytes() != data:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _write_bundle(files: Mapping[str, bytes]) -> Path:
+    """A new private directory holding ``files``, readable (not writable) by every uid."""
+    bundle = Path(tempfile.mkdtemp(prefix="assay-box-helper-new-"))
+    for name, data in files.items():
+        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / name).write_bytes(data)
+    for directory, _dirs, names in os.walk(bundle):
+        os.chmod(directory, 0o755)
+        for name in names:
+            os.chmod(os.path.join(directory, name), 0o644)
+    return bundle
+
+
 @functools.cache
 def _helper_bundle() -> str:
-    """A directory holding just the helper's modules, readable by any uid, made once per process.
+    """A directory holding just the helper's modules, readable by any uid.
 
     The box runs the helper with the system Python and must not need the
     engine's installation (which may sit in a home directory the box's uid
     cannot enter, and holds more than a box should see): ``assay`` and
-    ``assay.sandboxes`` are empty packages there.
+    ``assay.sandboxes`` are empty packages there. The directory is named by
+    the user and a digest of its contents, so every process of one assay
+    version shares one (nothing piles up in /tmp, even after a crash); one
+    that is not this user's, or not exactly these files, is never used.
     """
-    package = Path(__file__).resolve().parents[1]
-    bundle = Path(tempfile.mkdtemp(prefix="assay-box-helper-"))
-    for name in _HELPER_MODULES:
-        target = bundle / "assay" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((package / name).read_bytes())
-    (bundle / "empty").write_bytes(b"")  # what masked files show
-    for stub in ("assay/__init__.py", "assay/sandboxes/__init__.py", "assay/permissions/__init__.py"):
-        (bundle / stub).write_text('"""The box helper\'s copy of assay (see assay.sandboxes.box)."""\n')
-    for directory, _dirs, files in os.walk(bundle):
-        os.chmod(directory, 0o755)
-        for name in files:
-            os.chmod(os.path.join(directory, name), 0o644)
-    return str(bundle)
+    files = _helper_files()
+    digest = hashlib.sha256(json.dumps({k: v.hex() for k, v in sorted(files.items())}).encode()).hexdigest()[:16]
+    shared = Path(tempfile.gettempdir()) / f"assay-box-helper-{os.geteuid()}-{digest}"
+    if _holds(shared, files):
+        return str(shared)
+    staged = _write_bundle(files)
+    with contextlib.suppress(OSError):  # another process made it first, or someone else holds the name
+        os.rename(staged, shared)
+    if _holds(shared, files):
+        shutil.rmtree(staged, ignore_errors=True)
+        return str(shared)
+    # The shared name is taken by something this process cannot trust: keep a private bundle, removed at exit.
+    atexit.register(shutil.rmtree, staged, True)
+    return str(staged)
 
 
 @functools.cache
@@ -313,24 +362,75 @@ def box_dir(prefix: str) -> Path:
     it binds below here is handed to that uid by :attr:`Box.owned`. When
     assay runs as root, the directory is a tmpfs of ``ASSAY_BOX_DISK_MB``
     (256 MiB by default): everything the item's boxes write, over all their
-    processes and files, fits in that or fails with ENOSPC. Without root there
-    is no such mount, and only the per-file size limit and the box's small
-    private /tmp bound the disk (see docs/threat-model.md). Remove it with
-    :func:`remove_box_dir`.
+    processes and files, fits in that or fails with ENOSPC. Its name carries
+    the engine's pid and start time, so a later engine unmounts the tmpfs of
+    one that was killed before it could (see :func:`_sweep_orphans`). Without
+    root there is no such mount, and only the per-file size limit and the
+    box's small private /tmp bound the disk (see docs/threat-model.md).
+    Remove it with :func:`remove_box_dir`.
     """
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+    if not (os.geteuid() == 0 and sys.platform == "linux"):
+        path = Path(tempfile.mkdtemp(prefix=prefix))
+        path.chmod(0o711)
+        return path
+    _sweep_orphans()
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{_owner_tag(os.getpid())}-"))
     path.chmod(0o711)
-    if os.geteuid() == 0 and sys.platform == "linux":
-        size = int(os.environ.get(DISK_MB_ENV, "256") or "256")
-        import ctypes
+    size = int(os.environ.get(DISK_MB_ENV, "256") or "256")
+    import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        options = f"size={size}m,mode=0711".encode()
-        if libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV), options) != 0:
-            error = ctypes.get_errno()
-            shutil.rmtree(path, ignore_errors=True)
-            raise ConfinementError(f"cannot make the size-limited box directory {path}: {os.strerror(error)}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"size={size}m,mode=0711".encode()
+    if libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV), options) != 0:
+        error = ctypes.get_errno()
+        shutil.rmtree(path, ignore_errors=True)
+        raise ConfinementError(f"cannot make the size-limited box directory {path}: {os.strerror(error)}")
     return path
+
+
+_OWNED_NAME = re.compile(r"^assay-.*?-(\d+)\.(\d+)-[^/]*$")
+
+
+def _owner_tag(pid: int) -> str:
+    """``PID.START``: a process named so that a recycled pid does not pass for it (START from /proc/PID/stat)."""
+    return f"{pid}.{_start_time(pid)}"
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot, or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
+
+
+@functools.cache
+def _sweep_orphans() -> None:
+    """Unmount and remove box directories whose engine died without doing so (once per process).
+
+    Only tmpfs mounts in the temporary directory whose names carry an owner
+    tag are considered (only root can make mounts, so the mount table is
+    trustworthy), and only those whose owner is no longer running.
+    """
+    temp = os.path.realpath(tempfile.gettempdir())
+    try:
+        table = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return
+    for line in table.splitlines():
+        fields = line.split(" ")
+        try:
+            mount_point = fields[4].encode().decode("unicode_escape")
+            fstype = fields[fields.index("-") + 1]
+        except (IndexError, ValueError, UnicodeDecodeError):
+            continue
+        match = _OWNED_NAME.match(os.path.basename(mount_point))
+        if fstype != "tmpfs" or os.path.dirname(mount_point) != temp or match is None:
+            continue
+        pid, start = int(match.group(1)), int(match.group(2))
+        if _start_time(pid) != start:
+            remove_box_dir(Path(mount_point))
 
 
 def remove_box_dir(path: Path) -> None:
