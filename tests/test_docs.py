@@ -101,6 +101,8 @@ def test_every_command_is_in_the_cli_reference():
 
 # Pages whose ```python blocks are whole programs; each block is run as it stands.
 RUNNABLE_PAGES = ["development.md"]
+# The same, for pages whose programs start confined children (the jail tier).
+CONFINED_PAGES = ["threat-model.md", "permissions-runtime.md"]
 
 
 def _python_blocks(page: str) -> list[str]:
@@ -110,6 +112,14 @@ def _python_blocks(page: str) -> list[str]:
 
 @pytest.mark.parametrize("page", RUNNABLE_PAGES)
 def test_python_examples_run(page: str):
+    blocks = _python_blocks(page)
+    assert blocks, f"docs/{page} has no python example"
+    for number, block in enumerate(blocks, 1):
+        exec(compile(block, f"docs/{page} (example {number})", "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.parametrize("page", CONFINED_PAGES)
+def test_confined_python_examples_run(confinement, strace, page: str):
     blocks = _python_blocks(page)
     assert blocks, f"docs/{page} has no python example"
     for number, block in enumerate(blocks, 1):

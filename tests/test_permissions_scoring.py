@@ -29,6 +29,7 @@ from assay.permissions.patterns import (
 from assay.permissions.scoring import (
     AXES,
     axis_counts,
+    outside_scope,
     policy_errors,
     score_axis,
     score_policy,
@@ -608,6 +609,45 @@ def test_sensitive_check_ignores_scored_roots_and_implicit():
     spec = _spec(roots=["/app"], implicit=["/root/**"], sensitive={"read": ["/root/.ssh/id_rsa"]})
     policy = _policy("read", ["/root/**"])
     assert sensitive_opened(policy, spec, {}) == ["read:/root/.ssh/id_rsa"]
+
+
+@pytest.mark.parametrize(
+    ("patterns", "expected"),
+    [
+        (["/app/**", "/app/src/*.py", "/app/a"], []),  # everything starts inside the scored root
+        (["/**"], ["/**"]),  # the whole file system
+        (["/*/a"], ["/*/a"]),  # a wildcard at the top starts at /, above the root
+        (["/ap*/a"], ["/ap*/a"]),  # '/app' is not the literal prefix of '/ap*': the match can leave the root
+        (["/etc/passwd", "/tmp/x"], ["/etc/passwd"]),  # /tmp/** is implicit (the runtime's), /etc is not
+        (["/root/.ssh/**"], []),  # within the spec's own implicit permissions
+    ],
+)
+def test_outside_scope_lists_patterns_that_can_grant_beyond_the_scored_roots(patterns, expected):
+    spec = _spec(roots=["/app"], implicit=["/root/**"])
+    found = outside_scope(_policy("read", patterns), spec, {"read": ["/tmp/**"]})
+    assert found == {"read": expected, "write": [], "execute": []}
+
+
+def test_the_outside_scope_penalty_zeroes_an_axis_in_the_scoped_f1(host):
+    """F1 keeps the seed's definition (inside the scored roots); the scoped F1 and the rate carry the penalty."""
+    from assay.components import MetricContext
+    from assay.summary import compute_metrics
+
+    def row(case, f1, outside):
+        static = {axis: {"precision": f1, "recall": f1, "f1": f1} for axis in [*AXES, "macro"]}
+        static["outside_scope"] = {"read": outside, "write": [], "execute": []}
+        key = {"case_id": case, "endpoint": "e", "condition": "D0", "seed": 0, "epoch": 0}
+        return {"key": key, "stages": {"permission": {"static": static}}}
+
+    rows = [row("c1", 1.0, ["/**"]), row("c2", 0.5, [])]
+    names = ["permission.macro_f1", "permission.scoped_macro_f1", "permission.outside_scope_rate"]
+    values = compute_metrics(rows, MetricContext(plan={}, cases={}), host.registry, names)
+    by_name = {(v.metric, v.group.get("axis")): v.value for v in values}
+    assert by_name[("permission.macro_f1", "read")] == 0.75
+    assert by_name[("permission.scoped_macro_f1", "read")] == 0.25  # c1 scores 0 on read
+    assert by_name[("permission.scoped_macro_f1", "write")] == 0.75  # its write axis grants nothing outside
+    assert by_name[("permission.scoped_macro_f1", "macro")] == pytest.approx((2 / 3 + 0.5) / 2)
+    assert by_name[("permission.outside_scope_rate", None)] == 0.5
 
 
 def test_static_result_matches_the_result_row_schema():

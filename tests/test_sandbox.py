@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from conftest import EXAMPLE_PACK
@@ -99,10 +100,48 @@ except OSError:
 
 
 def test_code_limits(confinement, sandbox):
-    assert "ran out of time" in call(sandbox, "code_run", code="while True: pass") or "exit" in call(
-        sandbox, "code_run", code="while True: pass"
-    )
     assert "MemoryError" in call(sandbox, "code_run", code="x = bytearray(2 * 1024**3)")
+    assert call(sandbox, "code_run", code="x = bytearray(128 * 1024**2); print(len(x))").startswith("exit 0")
+
+
+def test_code_limits_come_from_the_sandbox_spec(confinement):
+    box = LocalSandboxFactory().create(
+        CASE, pack_root=EXAMPLE_PACK, options={"wall_s": "1.5", "cpu_s": "1", "memory_mb": "64", "processes": "8"}
+    )
+    try:
+        started = time.monotonic()
+        assert call(box, "code_run", code="import time; time.sleep(30)").startswith("error: the code ran out of time")
+        assert time.monotonic() - started < 10
+        # The CPU limit (a second) ends a busy loop before the wall clock would: SIGXCPU, then SIGKILL.
+        assert call(box, "code_run", code="while True: pass").split()[:2] in (["exit", "137"], ["exit", "152"])
+        assert "MemoryError" in call(box, "code_run", code="x = bytearray(128 * 1024**2)")
+        spawn = (
+            "import subprocess\nprocs = []\ntry:\n    for _ in range(20):\n"
+            "        procs.append(subprocess.Popen(['sleep', '0.5']))\nexcept OSError as e:\n    print('refused', e)\n"
+            "print('started', len(procs))"
+        )
+        result = call(box, "code_run", code=spawn)
+        assert "refused" in result and "started 20" not in result, result
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("local:memory_mb=lots", "local sandbox option memory_mb must be a positive whole number, not 'lots'"),
+        ("local:wall_s=0", "local sandbox option wall_s must be a positive number, not '0'"),
+        ("local:processes=inf", "local sandbox option processes must be a positive whole number, not 'inf'"),
+        ("local:disk=1", "unknown option 'disk' of the local sandbox"),
+    ],
+)
+def test_a_bad_sandbox_option_is_a_usage_error_before_anything_runs(cli, tmp_path, spec, message):
+    result = cli(
+        "run", "--pack", "example", "--endpoint", "scripted:comply", "--stages", "exec", "--sandbox", spec,
+        "--out", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert not (tmp_path / "o" / "bundle").exists()
 
 
 def test_memory_persists_across_sessions_in_a_run(tmp_path, host):

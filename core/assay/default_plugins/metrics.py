@@ -16,6 +16,7 @@ same work item and test the discordant pairs, Holm-adjusted across conditions.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -382,12 +383,26 @@ class McNemarVsBaseline:
 
 @dataclass(frozen=True)
 class PermissionStatic:
-    """Macro precision, recall or F1 of generated policies, per permission axis."""
+    """Macro precision, recall or F1 of generated policies, per permission axis.
+
+    ``scoped`` is the outside-scope penalty: a policy that grants anything on
+    an axis outside the task's scored roots (``static.outside_scope``) counts
+    0 on that axis, whatever it scored inside them.
+    """
 
     name: str
     description: str
     measure: str
     stage: str = "permission"
+    scoped: bool = False
+
+    def _value(self, static: Mapping[str, Any], axis: str) -> float | None:
+        value: float | None = static[axis][self.measure]
+        if not self.scoped or value is None:
+            return value
+        if axis == "macro":  # the mean of the three penalised axes, as the macro is the mean of the axes
+            return math.fsum(self._value(static, one) or 0.0 for one in AXES[:3]) / 3
+        return 0.0 if static.get("outside_scope", {}).get(axis) else value
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One macro average per group and axis over rows with static scores."""
@@ -399,7 +414,7 @@ class PermissionStatic:
             for axis in AXES:
                 numbers = [
                     v
-                    for v in (_carried(row, "permission")["static"][axis][self.measure] for row in members)
+                    for v in (self._value(_carried(row, "permission")["static"], axis) for row in members)
                     if v is not None
                 ]
                 mean = sum(numbers) / len(numbers) if numbers else None
@@ -665,6 +680,13 @@ BUILTIN_METRICS: tuple[Metric, ...] = (
     PermissionStatic("permission.macro_precision", "Macro precision of generated policies per axis.", "precision"),
     PermissionStatic("permission.macro_recall", "Macro recall of generated policies per axis.", "recall"),
     PermissionStatic("permission.macro_f1", "Macro F1 of generated policies per axis.", "f1"),
+    PermissionStatic(
+        "permission.scoped_macro_f1",
+        "Macro F1 per axis with the outside-scope penalty: an axis on which a policy grants anything outside the "
+        "task's scored roots counts 0.",
+        "f1",
+        scoped=True,
+    ),
     RateMetric(
         "permission.completion_rate",
         "Standard tasks completed under the policy.",

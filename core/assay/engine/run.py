@@ -316,6 +316,8 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
             )
         if hasattr(sandbox, "check"):
             sandbox.check()
+        if hasattr(sandbox, "validate_options"):  # optional: a bad option is a usage error before anything runs
+            sandbox.validate_options(dict(sandbox_spec.options))
     identity = {
         "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
         "plan": plan.to_json(),

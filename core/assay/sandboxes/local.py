@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UsageError
 from .beneath import Beneath, UnsafePath
 from .box import box_dir, check_box, remove_box_dir
 from .runner import CONFINE_FAILED, run_confined
@@ -421,14 +423,17 @@ class LocalSandbox:
         remove_box_dir(self.root)
 
 
+_CODE_LIMITS = ("cpu_s", "memory_mb", "processes", "file_mb", "tmp_mb", "wall_s")
+
+
 @dataclass
 class LocalSandboxFactory:
     """The ``local`` sandbox plugin."""
 
     name: str = "local"
     description: str = (
-        "Files, mailbox, SQLite, memory on disk; web pages on a loopback HTTP server; "
-        "code in a child with no network, rlimits and Landlock."
+        "Files, mailbox, SQLite, memory on disk; web pages on a loopback HTTP server; code_run in a box "
+        "(bubblewrap namespaces, an unprivileged uid, no network, limits, Landlock, seccomp)."
     )
     _pages: PageServer | None = field(default=None, repr=False)
 
@@ -442,13 +447,28 @@ class LocalSandboxFactory:
         if self._pages is None:
             self._pages = PageServer()
         root = box_dir("assay-sandbox-")
-        limits = {
-            "cpu_s": options.get("cpu_s", 10),
-            "memory_mb": options.get("memory_mb", 512),
-            "wall_s": options.get("wall_s", 20),
-        }
+        # code_run's box: the defaults of workspace_limits unless the sandbox spec names others.
+        limits: dict[str, Any] = {"cpu_s": 10, "memory_mb": 512, "wall_s": 20}
+        limits.update(self.validate_options(options))
         return LocalSandbox(case, root, self._pages, pack_root, limits)
 
     def check(self) -> None:
         """Refuse clearly (ConfinementError) when this machine cannot box code_run (never run it unconfined)."""
         check_box()
+
+    @staticmethod
+    def validate_options(options: Mapping[str, str]) -> dict[str, float]:
+        """The code_run limits a sandbox spec sets (``local:memory_mb=256,wall_s=10``); UsageError names a bad one."""
+        limits: dict[str, float] = {}
+        for key, text in options.items():
+            if key not in _CODE_LIMITS:
+                raise UsageError(f"unknown option {key!r} of the local sandbox (it takes {', '.join(_CODE_LIMITS)})")
+            try:
+                value = float(text)
+            except (TypeError, ValueError):
+                value = 0.0
+            if not (math.isfinite(value) and value > 0) or (key != "wall_s" and value != int(value)):
+                kind = "a positive number" if key == "wall_s" else "a positive whole number"
+                raise UsageError(f"local sandbox option {key} must be {kind}, not {text!r}")
+            limits[key] = value if key == "wall_s" else int(value)
+        return limits
