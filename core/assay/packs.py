@@ -82,6 +82,25 @@ def regular_files(root: Path) -> set[str]:
     return found
 
 
+def irregular_entries(root: Path) -> list[str]:
+    """POSIX paths of the links and special files below ``root``, sorted (a pack holds none)."""
+    found: list[str] = []
+    stack = [(root, "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in _SKIP_DIRS:
+                    stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
+            elif entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+                found.append(prefix + entry.name)
+    return sorted(found)
+
+
 def list_pack_files(root: Path) -> tuple[list[Path], list[Path]]:
     """The case files and fixture files present on disk, sorted by POSIX path."""
     cases = [p for p in _walk_files(root / "cases") if p.suffix.lower() in CASE_SUFFIXES]
@@ -208,6 +227,10 @@ class Pack:
                 return "its manifest digest does not match its contents"
         except (ValueError, RecursionError) as exc:  # rfc8785 refuses some values; that is a broken manifest
             return f"its manifest cannot be hashed ({exc})"
+        for folder in ("cases", "fixtures"):
+            irregular = irregular_entries(self.root / folder)
+            if irregular:
+                return f"{folder}/{irregular[0]} is a link or special file (packs hold none)"
         present = regular_files(self.root)
         for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
             if not isinstance(entry, dict) or entry.get("path") not in present:

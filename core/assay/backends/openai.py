@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .. import jsontext
 from ..engine.messages import BackendError, ChatRequest, ChatResponse, fold_system
 from ..errors import UsageError
 from ._http import TransportFailure, TransportTimeout, make_transport
@@ -139,7 +140,7 @@ class OpenAIEndpoint:
             body["temperature"] = self.temperature
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
-        content = orjson.dumps(body)
+        content = jsontext.dumps(body)
         rng = random.Random(zlib.crc32(content))  # jitter only shapes timing, never results
         last = "no attempt"
         for attempt in range(self.retries + 1):

@@ -23,7 +23,7 @@ import orjson
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
 from ..components import Executor, MetricContext
-from ..errors import UsageError
+from ..errors import PackError, UsageError
 from ..executors.local import LocalExecutor
 from ..hashing import digest_document
 from ..packs import Pack, find_manifest
@@ -229,7 +229,8 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     pack = _resolve_pack(settings.pack, host)
     problem = pack.integrity_problem()
     if problem is not None:
-        raise UsageError(f"pack {pack.name} is not intact: {problem} (run 'assay validate {pack.root}')")
+        # Invalid input, not a usage error: the pack's files do not match what it claims (exit 1).
+        raise PackError(f"pack {pack.name} is not intact: {problem} (run 'assay validate {pack.root}')")
     endpoints = _endpoint_specs(settings.endpoints, host)
     for defense in settings.defenses:
         if host.registry.get("defenses", defense) is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Oracle, Sandbox
-from ..errors import UsageError
+from ..errors import PackError, UsageError
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
 from ..schemas import CURRENT_SPEC_VERSION
@@ -196,6 +196,13 @@ class Runtime:
                 ctx.row["errors"].append(
                     {"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts}
                 )
+                break
+            except (UsageError, PackError):
+                raise  # the run itself is wrong (a missing plugin, a pack that cannot be used): stop it, in one line
+            except Exception as exc:  # noqa: BLE001 - what an agent left can break a stage; it must not end the run
+                # The item is recorded as failed in this stage, with the reason, and every other item goes on.
+                message = f"{type(exc).__name__}: {exc}"[:2000]
+                ctx.row["errors"].append({"stage": stage, "type": "stage_failure", "message": message})
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
         row: dict[str, Any] = withhold(ctx.row, ctx.policy)

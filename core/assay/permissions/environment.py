@@ -155,14 +155,13 @@ def _content(item: Mapping[str, Any], path: str, pack_root: Path | None) -> byte
             raise EnvironmentSpecError(f"file {path!r} names fixture {fixture!r} but no pack root was given")
         if not isinstance(fixture, str) or fixture.startswith("/") or ".." in Path(fixture).parts:
             raise EnvironmentSpecError(f"file {path!r}: fixture {fixture!r} must be a relative path inside the pack")
-        source = Path(pack_root) / fixture
-        real_root = os.path.realpath(pack_root)
-        if not os.path.realpath(source).startswith(real_root + os.sep):
-            raise EnvironmentSpecError(f"file {path!r}: fixture {fixture!r} resolves outside the pack")
-        try:
-            return source.read_bytes()
-        except OSError as exc:
-            raise EnvironmentSpecError(f"file {path!r}: cannot read fixture {fixture!r}: {exc.strerror}") from None
+        from ..errors import PackError
+        from ..sandboxes.fixtures import read_fixture
+
+        try:  # the pack is untrusted: a link on the fixture's path is refused, never followed
+            return read_fixture(pack_root, fixture)
+        except PackError as exc:
+            raise EnvironmentSpecError(f"file {path!r}: {exc}") from None
     content = item.get("content", "")
     if not isinstance(content, str):
         raise EnvironmentSpecError(f"file {path!r}: content must be a string")

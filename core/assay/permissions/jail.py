@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..errors import ConfinementError, JailError, LandlockUnavailable
 from ..sandboxes import landlock
+from ..sandboxes.beneath import Beneath
 from ..sandboxes.box import HELPER_DIR, Box, Limits, run_in_box, system_mounts
 from .environment import Layout
 from .model import AXES, PermissionSet
@@ -182,9 +183,16 @@ def run_in_jail(
 
 
 def _scaffold(root: Path) -> None:
-    """Make the mount points and a world-writable /tmp on the host side."""
-    for name in ("usr", "etc", "dev", "proc", HELPER_DIR.lstrip("/")):
-        (root / name).mkdir(exist_ok=True)
-    tmp = root / "tmp"
-    tmp.mkdir(exist_ok=True)
-    tmp.chmod(0o1777)
+    """Make the mount points and a world-writable /tmp on the host side, never following what a command left.
+
+    Earlier commands ran with this tree as ``/`` and may have replaced any of
+    these entries with a link to a host path: each is reached by descriptor
+    without following links, and anything that is not a real directory is
+    removed and made afresh, so the engine's mkdir and chmod act inside the tree.
+    """
+    with Beneath(root) as tree:
+        for name in ("usr", "etc", "dev", "proc", HELPER_DIR.lstrip("/"), "tmp"):
+            if tree.lstat(name) is not None and not tree.is_dir(name):
+                tree.delete(name)
+            tree.mkdir(name)
+            tree.chmod(name, 0o1777 if name == "tmp" else 0o755)

@@ -35,15 +35,23 @@ from pathlib import Path, PurePosixPath
 __all__ = [
     "Beneath",
     "Entry",
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "MAX_PATH_BYTES",
     "MAX_READ_BYTES",
     "UnsafePath",
     "openat2_available",
+    "remove_tree",
 ]
 
 #: The largest file the engine reads out of a sandbox for one call (bigger files are refused, not truncated).
 MAX_READ_BYTES = 4 << 20
 #: The most entries one listing walks (an agent can create millions of files).
 MAX_ENTRIES = 20_000
+#: The deepest path the engine names or walks into, in components (agents' code can nest thousands deep).
+MAX_DEPTH = 64
+#: The longest path the engine names, in bytes (the kernel's own limit is 4096).
+MAX_PATH_BYTES = 2048
 
 _RESOLVE_NO_XDEV, _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x01, 0x02, 0x04, 0x08
 _RESOLVE = _RESOLVE_NO_XDEV | _RESOLVE_NO_MAGICLINKS | _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH
@@ -88,11 +96,16 @@ _HAS_OPENAT2 = openat2_available()
 
 def _parts(path: str | PurePosixPath) -> list[str]:
     """The components of a sandbox path ('/a/b', 'a/b'); '..' anywhere is refused outright."""
-    parts = [part for part in PurePosixPath(str(path)).parts if part not in ("/", ".", "")]
+    text = str(path)
+    if len(text.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise UnsafePath(f"path is longer than {MAX_PATH_BYTES} bytes")
+    parts = [part for part in PurePosixPath(text).parts if part not in ("/", ".", "")]
     if ".." in parts:
         raise UnsafePath(f"path {path} goes up with '..'")
     if any("\x00" in part for part in parts):
         raise UnsafePath("path contains a NUL character")
+    if len(parts) > MAX_DEPTH:
+        raise UnsafePath(f"path is deeper than {MAX_DEPTH} directories")
     return parts
 
 
@@ -270,16 +283,13 @@ class Beneath:
             return "symlink:sha256:" + hashlib.sha256(os.fsencode(target)).hexdigest()
         if not stat.S_ISREG(info.st_mode):
             return f"special:{stat.S_IFMT(info.st_mode):o}"
-        digest = hashlib.sha256()
         fd = self._open(parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return "special:replaced"
-            while chunk := os.read(fd, 1 << 20):
-                digest.update(chunk)
+            return "sha256:" + _data_digest(fd)
         finally:
             os.close(fd)
-        return "sha256:" + digest.hexdigest()
 
     def read_text(self, path: str | PurePosixPath, limit: int = MAX_READ_BYTES) -> str:
         """:meth:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
@@ -299,7 +309,9 @@ class Beneath:
         """Every entry below ``path``, directory by directory in sorted order, never descending into a link.
 
         Stops with :class:`UnsafePath` after ``limit`` entries, so an agent's
-        million files cannot make the engine walk forever.
+        million files cannot make the engine walk forever. A directory
+        :data:`MAX_DEPTH` levels down is listed with kind ``deep`` and not
+        entered (what lies below it is not walked).
         """
         base = _parts(path)
         count = 0
@@ -324,11 +336,50 @@ class Beneath:
                         if stat.S_ISLNK(info.st_mode)
                         else "other"
                     )
-                    found.append(Entry("/".join([*directory, name]), kind, info.st_size))
+                    entry_path = "/".join([*directory, name])
+                    too_far = len(directory) + 1 >= MAX_DEPTH or len(os.fsencode(entry_path)) >= MAX_PATH_BYTES - 256
+                    if kind == "dir" and too_far:
+                        kind = "deep"
+                    found.append(Entry(entry_path, kind, info.st_size))
             finally:
                 os.close(fd)
             yield from found
             stack.extend(entry.path.split("/") for entry in reversed(found) if entry.kind == "dir")
+
+    def chown_all(self, uid: int, gid: int, limit: int = 1 << 20) -> int:
+        """Give the root and everything below it (links themselves, never their targets) to ``uid``:``gid``.
+
+        Walks like :meth:`walk` (by descriptor, never into a link, not below
+        :data:`MAX_DEPTH`) and changes only what another user owns; returns how
+        many entries changed. Stops with UnsafePath after ``limit`` entries.
+        """
+        changed, count = 0, 0
+        stack: list[list[str]] = [[]]
+        while stack:
+            directory = stack.pop()
+            fd = self._open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                if not directory and (os.fstat(fd).st_uid, os.fstat(fd).st_gid) != (uid, gid):
+                    os.fchown(fd, uid, gid)
+                    changed += 1
+                for name in os.listdir(fd):
+                    count += 1
+                    if count > limit:
+                        raise UnsafePath(f"more than {limit} entries to hand over")
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if (info.st_uid, info.st_gid) != (uid, gid):
+                        os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+                        changed += 1
+                    path_bytes = len(os.fsencode("/".join([*directory, name])))
+                    if (
+                        stat.S_ISDIR(info.st_mode)
+                        and len(directory) + 1 < MAX_DEPTH
+                        and path_bytes < MAX_PATH_BYTES - 256
+                    ):
+                        stack.append([*directory, name])
+            finally:
+                os.close(fd)
+        return changed
 
     def files(self, path: str | PurePosixPath = "") -> list[str]:
         """Paths of the regular files below ``path``, sorted."""
@@ -377,6 +428,18 @@ class Beneath:
         if parts:
             os.close(self._parent([*parts, "x"], create=True))
 
+    def chmod(self, path: str | PurePosixPath, mode: int) -> None:
+        """Set the mode of a file or directory reached without links (a link itself is refused)."""
+        parts = _parts(path)
+        fd = self._open(parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            info = os.fstat(fd)
+            if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                raise UnsafePath(f"{'/'.join(parts) or '/'} is not a regular file or directory")
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
     def delete(self, path: str | PurePosixPath) -> int:
         """Remove a file, a link (not its target) or a directory tree; returns how many entries went.
 
@@ -393,17 +456,124 @@ class Beneath:
             os.close(parent)
 
 
+def _data_digest(fd: int) -> str:
+    """A digest of a file's content that reads only its data, never its holes.
+
+    An agent can make a file of terabytes that holds nothing (a sparse file);
+    hashing it byte by byte would take the engine hours. A file without holes
+    (every file written the ordinary way) gets the plain SHA-256 of its
+    content, as ``sha256sum`` gives; a file with holes gets ``sparse-`` and
+    the SHA-256 of its size and data extents (offset, length, bytes), which
+    is as unique and costs only the data the box's disk limit allows.
+    """
+    import hashlib
+
+    size = os.fstat(fd).st_size
+    extents: list[tuple[int, int]] = []
+    offset = 0
+    try:
+        while offset < size:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+            extents.append((start, end))
+            offset = end
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data after offset, the rest is a hole
+            raise
+    sparse = sum(end - start for start, end in extents) != size
+    digest = hashlib.sha256()
+    if sparse:
+        digest.update(b"sparse:%d" % size)
+    for start, end in extents:
+        if sparse:
+            digest.update(b"@%d+%d:" % (start, end - start))
+        os.lseek(fd, start, os.SEEK_SET)
+        position = start
+        while position < end and (chunk := os.read(fd, min(1 << 20, end - position))):
+            digest.update(chunk)
+            position += len(chunk)
+    return ("sparse-" if sparse else "") + digest.hexdigest()
+
+
 def _remove(dir_fd: int, name: str) -> int:
+    """Remove ``name`` in ``dir_fd`` and everything below it, by descriptor, at any depth; returns entries removed.
+
+    Iterative, holding at most :data:`_OPEN_DIRECTORIES` descriptors: a
+    directory deeper than that is first moved up to the top of the tree
+    being removed (a rename within it), so an agent's tree thousands of levels
+    deep is removed without recursion or running out of descriptors. No link
+    is followed, and a directory swapped for something else mid-way stops the
+    removal.
+    """
     info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if not stat.S_ISDIR(info.st_mode):
         os.unlink(name, dir_fd=dir_fd)
         return 1
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    top = _open_directory(dir_fd, name)
+    if os.fstat(top).st_ino != info.st_ino:
+        os.close(top)
+        raise UnsafePath(f"{name} changed while it was being removed")
+    removed = 0
+    # Each frame: (descriptor, its name in the frame below, the names left to handle in it).
+    stack: list[tuple[int, str, list[str]]] = [(top, name, sorted(os.listdir(top), reverse=True))]
+    moved = 0
     try:
-        if os.fstat(fd).st_ino != info.st_ino:
-            raise UnsafePath(f"{name} changed while it was being removed")
-        removed = sum(_remove(fd, child) for child in os.listdir(fd))
+        while stack:
+            fd, own_name, pending = stack[-1]
+            if not pending:
+                pending.extend(sorted(os.listdir(fd), reverse=True))  # moved-up directories, late arrivals
+                if pending:
+                    continue
+                stack.pop()
+                os.close(fd)
+                if stack:
+                    os.rmdir(own_name, dir_fd=stack[-1][0])
+                    removed += 1
+                continue
+            child = pending.pop()
+            try:
+                child_info = os.stat(child, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(child_info.st_mode):
+                os.unlink(child, dir_fd=fd)
+                removed += 1
+                continue
+            if len(stack) >= _OPEN_DIRECTORIES:
+                moved += 1
+                os.rename(child, f".assay-removing-{moved}", src_dir_fd=fd, dst_dir_fd=top)
+                continue
+            child_fd = _open_directory(fd, child)
+            if os.fstat(child_fd).st_ino != child_info.st_ino:
+                os.close(child_fd)
+                raise UnsafePath(f"{child} changed while it was being removed")
+            stack.append((child_fd, child, sorted(os.listdir(child_fd), reverse=True)))
     finally:
-        os.close(fd)
+        for fd, _, _ in stack:
+            os.close(fd)
     os.rmdir(name, dir_fd=dir_fd)
     return removed + 1
+
+
+def _open_directory(dir_fd: int, name: str) -> int:
+    """Open a directory to empty it; one its owner made unreadable (mode 000) is made readable first."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except PermissionError:
+        os.chmod(name, 0o700, dir_fd=dir_fd, follow_symlinks=False)
+        return os.open(name, flags, dir_fd=dir_fd)
+
+
+def remove_tree(path: Path | str) -> int:
+    """Remove a directory tree the engine made and an agent filled, at any depth, following nothing inside it."""
+    path = Path(path)
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _remove(parent, path.name)
+    finally:
+        os.close(parent)
+
+
+#: How many directory descriptors a removal holds at once (see _remove).
+_OPEN_DIRECTORIES = 32

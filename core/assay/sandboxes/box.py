@@ -63,6 +63,7 @@ from . import landlock
 
 __all__ = [
     "BOX_FAILED",
+    "BOX_INODES",
     "Box",
     "BoxResult",
     "Limits",
@@ -352,6 +353,9 @@ def system_mounts(*, python: bool = True) -> tuple[Mount, ...]:
 
 #: Environment variable with the disk budget of one work item's box directory, in MiB (default 256).
 DISK_MB_ENV = "ASSAY_BOX_DISK_MB"
+#: The most files and directories one work item's box directory holds (root only): each costs kernel memory
+#: whatever its size, and a snapshot walks them all.
+BOX_INODES = 65_536
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 
 
@@ -362,7 +366,8 @@ def box_dir(prefix: str) -> Path:
     it binds below here is handed to that uid by :attr:`Box.owned`. When
     assay runs as root, the directory is a tmpfs of ``ASSAY_BOX_DISK_MB``
     (256 MiB by default): everything the item's boxes write, over all their
-    processes and files, fits in that or fails with ENOSPC. Its name carries
+    processes and files, fits in that or fails with ENOSPC, and at most
+    :data:`BOX_INODES` files and directories do. Its name carries
     the engine's pid and start time, so a later engine unmounts the tmpfs of
     one that was killed before it could (see :func:`_sweep_orphans`). Without
     root there is no such mount, and only the per-file size limit and the
@@ -380,7 +385,7 @@ def box_dir(prefix: str) -> Path:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    options = f"size={size}m,mode=0711".encode()
+    options = f"size={size}m,nr_inodes={BOX_INODES},mode=0711".encode()
     if libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV), options) != 0:
         error = ctypes.get_errno()
         shutil.rmtree(path, ignore_errors=True)
@@ -434,14 +439,23 @@ def _sweep_orphans() -> None:
 
 
 def remove_box_dir(path: Path) -> None:
-    """Delete a :func:`box_dir` and everything in it (unmounting its tmpfs first, when it has one)."""
-    shutil.rmtree(path, ignore_errors=True)  # removes the contents; the mount point itself stays while mounted
+    """Delete a :func:`box_dir` and everything in it.
+
+    A tmpfs is unmounted, which frees its contents at once whatever the agent
+    made in it; otherwise the tree is removed by descriptor at any depth
+    (:func:`~assay.sandboxes.beneath.remove_tree`).
+    """
+    from .beneath import remove_tree
+
     if os.path.ismount(path):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(path), _MNT_DETACH)
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        remove_tree(path)
 
 
 def _derived_rules(box: Box) -> dict[str, int]:
@@ -522,13 +536,18 @@ def _check_reachable(box: Box, ids: tuple[int, int]) -> None:
 
 
 def _owned_by(paths: Sequence[str], ids: tuple[int, int]) -> None:
-    """Hand the box's writable trees to its uid (never following a link: lchown)."""
+    """Hand the box's writable trees to its uid, never following a link and at any depth the agent made.
+
+    Whatever lies deeper than the engine ever writes (see
+    :data:`~assay.sandboxes.beneath.MAX_DEPTH`) was made by a box, so it
+    already belongs to the box's uid and is not walked.
+    """
+    from .beneath import Beneath
+
     uid, gid = ids
     for top in paths:
-        os.chown(top, uid, gid, follow_symlinks=False)
-        for directory, dirs, files in os.walk(top):
-            for name in dirs + files:
-                os.chown(os.path.join(directory, name), uid, gid, follow_symlinks=False)
+        with Beneath(top) as tree:
+            tree.chown_all(uid, gid)
 
 
 class _Cgroup:

@@ -18,8 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .beneath import Beneath, UnsafePath
-from .box import box_dir, check_box, remove_box_dir
+from .box import BOX_INODES, box_dir, check_box, remove_box_dir
+from .fixtures import copy_fixture_tree, read_fixture
 from .runner import CONFINE_FAILED, run_confined
 
 if TYPE_CHECKING:
@@ -82,6 +85,10 @@ _MAX_FILE = 1 << 20
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 #: How long one db_query may run before SQLite is interrupted.
 DB_QUERY_SECONDS = 5.0
+#: How long reading the whole database for a snapshot may take (its tables' digests then say it could not).
+DB_SNAPSHOT_SECONDS = 10.0
+#: The largest value (and SQL text) a query may make or read.
+DB_VALUE_BYTES = 128 << 10
 # What a query may do: read and change the task's tables. Everything that reaches a file or the engine is
 # refused: ATTACH/DETACH (and VACUUM INTO, which attaches its target), pragmas, extension loading.
 _PRAGMAS_READ_ONLY = frozenset(
@@ -110,18 +117,49 @@ def _authorize(action: int, first: str | None, second: str | None, database: str
     return sqlite3.SQLITE_OK
 
 
-def _database(path: Path) -> Any:
-    """A connection to the sandbox's database for one agent query: authorizer, no attachments, a time limit."""
+def _database(path: Path, seconds: float = DB_QUERY_SECONDS) -> Any:
+    """A connection to the sandbox's database for agent queries and snapshots: bounded in what, how big, how long.
+
+    The agent chose the SQL and the data (generated columns, triggers and
+    views run whenever a row is read), and both run in the engine: the
+    authorizer keeps them inside the task's tables, and the limits keep one
+    call short. Values are capped at 128 KiB because a single SQL function
+    call (``instr``, ``replace``, ``like``) is one step for SQLite's progress
+    handler and costs up to the square of its arguments' length.
+    """
     import sqlite3
     import time
 
     db = sqlite3.connect(path)
     db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 << 20)
+    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, DB_VALUE_BYTES)
+    db.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, DB_VALUE_BYTES)
+    db.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 200)
+    db.setlimit(sqlite3.SQLITE_LIMIT_EXPR_DEPTH, 200)
+    db.setlimit(sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH, 10)
     db.set_authorizer(_authorize)
-    deadline = time.monotonic() + DB_QUERY_SECONDS
-    db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    deadline = time.monotonic() + seconds
+    db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1_000)
     return db
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace a store file so it is either the old content or the new, never half (a full disk included)."""
+    scratch = path.with_name(f".{path.name}.new")
+    scratch.write_text(text)
+    os.replace(scratch, path)
+
+
+def _blob(value: Any) -> str:
+    """How a query result shows a BLOB: its size and the start of its bytes."""
+    if isinstance(value, bytes):
+        return f"<blob of {len(value)} bytes: {value[:32].hex()}>"
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _quoted(name: str) -> str:
+    """An SQL identifier for any name an agent gave a table (quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _digest(data: bytes) -> str:
@@ -154,29 +192,42 @@ class LocalSandbox:
     _site: str = ""
 
     def __post_init__(self) -> None:
-        import sqlite3
 
         env = self.case.get("environment", {})
         self.files = self.root / "files"
-        self.mail = self.root / "mail"
+        # The engine's own stores live apart from the box directory: an agent that fills its disk budget
+        # with code_run must not make the engine's mailbox, database or memory writes fail half-way.
+        self.stores = Path(tempfile.mkdtemp(prefix="assay-stores-"))
+        try:
+            self._lay_down(env)
+        except BaseException:
+            shutil.rmtree(self.stores, ignore_errors=True)
+            raise
+
+    def _lay_down(self, env: Mapping[str, Any]) -> None:
+        """Fill the stores from the case's environment (pack files are read without following links)."""
+        import sqlite3
+
+        self.mail = self.stores / "mail"
         self.files.mkdir(parents=True)
         (self.mail / "inbox").mkdir(parents=True)
         for item in env.get("files", []):
             target = _inside(self.files, item["path"] if item["path"].startswith("/") else f"/workspace/{item['path']}")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(self._content(item))
-        if env.get("fixture_tree"):
-            shutil.copytree(self.pack_root / env["fixture_tree"], self.files / "workspace", dirs_exist_ok=True)
+        if env.get("fixture_tree"):  # the pack is untrusted too: its links are refused, never followed
+            (self.files / "workspace").mkdir(exist_ok=True)
+            copy_fixture_tree(self.pack_root, env["fixture_tree"], self.files / "workspace")
         for message in env.get("emails", []):
             folder = self.mail / message.get("folder", "inbox")
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{message['id']}.json").write_text(json.dumps(message, sort_keys=True, indent=1))
-        db = sqlite3.connect(self.root / "db.sqlite")
+        db = sqlite3.connect(self.stores / "db.sqlite")
         database = env.get("database", {})
         if database.get("schema_sql"):
             db.executescript(database["schema_sql"])
         if database.get("fixture"):
-            db.executescript((self.pack_root / database["fixture"]).read_text())
+            db.executescript(read_fixture(self.pack_root, database["fixture"]).decode("utf-8", errors="replace"))
         for table, rows in database.get("tables", {}).items():
             for row in rows:
                 columns = list(row)
@@ -188,7 +239,7 @@ class LocalSandbox:
         db.commit()
         db.close()
         memory = {entry["key"]: entry["value"] for entry in env.get("memory", [])}
-        (self.root / "memory.json").write_text(json.dumps(memory, sort_keys=True))
+        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True))
         self.page_paths = {}
         for page in env.get("web", []):
             path = "/" + page["url"].split("://", 1)[-1].split("/", 1)[-1] if "://" in page["url"] else page["url"]
@@ -202,8 +253,7 @@ class LocalSandbox:
 
     def _content(self, item: Mapping[str, Any]) -> bytes:
         if "fixture" in item:
-            fixture: str = item["fixture"]
-            return (self.pack_root / fixture).read_bytes()
+            return read_fixture(self.pack_root, str(item["fixture"]))
         return str(item.get("content", "")).encode("utf-8")
 
     # ---------------------------------------------------------------- tools
@@ -223,11 +273,17 @@ class LocalSandbox:
         if method is None:
             return f"error: unknown tool {name!r}"
         try:
-            result = await method(**arguments) if asyncio.iscoroutinefunction(method) else method(**arguments)
+            # Synchronous tools read and hash what the agent left: in a worker thread, never on the event loop.
+            if asyncio.iscoroutinefunction(method):
+                result = await method(**arguments)
+            else:
+                result = await asyncio.to_thread(method, **arguments)
         except TypeError as exc:
             return f"error: bad arguments for {name}: {exc}"
         except (OSError, ValueError, sqlite3.Error, KeyError) as exc:
             return f"error: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the arguments are the agent's: any failure is its tool result
+            return f"error: {name} failed: {type(exc).__name__}: {exc}"
         return str(result)[:_MAX_RESULT]
 
     # The files store is the box's workspace: code_run may have left links, FIFOs or devices in it, so every
@@ -295,7 +351,7 @@ class LocalSandbox:
         return f"sent to {', '.join(message['to'] + message['cc'] + message['bcc'])}"
 
     def _tool_db_query(self, sql: str) -> str:
-        db = _database(self.root / "db.sqlite")
+        db = _database(self.stores / "db.sqlite")
         try:
             cursor = db.execute(sql)
             rows = cursor.fetchmany(200)
@@ -303,12 +359,12 @@ class LocalSandbox:
             if cursor.description is None:
                 return f"ok ({db.total_changes} rows changed)"
             header = [d[0] for d in cursor.description]
-            return json.dumps([dict(zip(header, row, strict=True)) for row in rows])
+            return json.dumps([dict(zip(header, row, strict=True)) for row in rows], default=_blob)
         finally:
             db.close()
 
     def _memory(self) -> dict[str, str]:
-        memory: dict[str, str] = json.loads((self.root / "memory.json").read_text())
+        memory: dict[str, str] = json.loads((self.stores / "memory.json").read_text())
         return memory
 
     def _tool_memory_read(self, key: str | None = None) -> str:
@@ -318,13 +374,13 @@ class LocalSandbox:
     def _tool_memory_write(self, key: str, value: str) -> str:
         memory = self._memory()
         memory[str(key)] = str(value)
-        (self.root / "memory.json").write_text(json.dumps(memory, sort_keys=True))
+        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True))
         return f"remembered {key}"
 
     def _tool_memory_delete(self, key: str) -> str:
         memory = self._memory()
         memory.pop(str(key), None)
-        (self.root / "memory.json").write_text(json.dumps(memory, sort_keys=True))
+        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True))
         return f"forgot {key}"
 
     async def _tool_web_fetch(self, url: str) -> str:
@@ -371,28 +427,57 @@ class LocalSandbox:
 
     def snapshot(self) -> dict[str, dict[str, str]]:
         """Digests of everything in every store."""
-        import sqlite3
 
         state: dict[str, dict[str, str]] = {"files": {}, "email": {}, "database": {}, "memory": {}}
         with Beneath(self.files) as tree:
             try:
-                for entry in tree.walk():
+                # Up to the box directory's inode cap: as root, nothing the agent made goes unlisted.
+                for entry in tree.walk(limit=BOX_INODES + 16):
                     if entry.kind != "dir":
                         state["files"]["/" + entry.path] = tree.fingerprint(entry.path)
             except UnsafePath as exc:  # an agent that made more files than a walk lists: that is its state
                 state["files"]["(unlisted)"] = _digest(str(exc).encode())
         for path in sorted(self.mail.rglob("*.json")):
             state["email"][path.relative_to(self.mail).as_posix()] = _digest(path.read_bytes())
-        db = sqlite3.connect(self.root / "db.sqlite")
-        try:
-            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-            for table in tables:
-                rows = sorted(json.dumps(list(r), default=str) for r in db.execute(f'SELECT * FROM "{table}"'))
-                state["database"][f"table:{table}"] = _digest("\n".join(rows).encode())
-        finally:
-            db.close()
+        state["database"] = self._database_state()
         for key, value in self._memory().items():
             state["memory"][key] = _digest(value.encode())
+        return state
+
+    def _database_state(self) -> dict[str, str]:
+        """Digests of every table's rows and of every other schema object (views, triggers, indexes).
+
+        Read through the agent's connection limits: a table that cannot be read
+        within them (a generated column too big or too slow, the time limit)
+        gets a digest saying so, which differs from any readable state.
+        """
+        import sqlite3
+
+        state: dict[str, str] = {}
+        db = _database(self.stores / "db.sqlite", DB_SNAPSHOT_SECONDS)
+        try:
+            objects = db.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+            ).fetchall()
+            for kind, name, sql in objects:
+                if kind != "table":
+                    state[f"schema:{kind}:{name}"] = _digest(str(sql).encode("utf-8", "surrogatepass"))
+                    continue
+                digest = hashlib.sha256()
+                try:
+                    rows = sorted(
+                        hashlib.sha256(json.dumps(list(r), default=repr).encode("utf-8", "surrogatepass")).digest()
+                        for r in db.execute(f"SELECT * FROM {_quoted(name)}")
+                    )
+                    for row in rows:
+                        digest.update(row)
+                    state[f"table:{name}"] = "sha256:" + digest.hexdigest()
+                except sqlite3.Error as exc:
+                    state[f"table:{name}"] = _digest(f"unreadable: {exc}".encode())
+        except sqlite3.Error as exc:
+            state["(schema)"] = _digest(f"unreadable: {exc}".encode())
+        finally:
+            db.close()
         return state
 
     def diff(
@@ -421,6 +506,7 @@ class LocalSandbox:
         if self._site:
             self.pages.unregister(self._site)
         remove_box_dir(self.root)
+        shutil.rmtree(self.stores, ignore_errors=True)
 
 
 _CODE_LIMITS = ("cpu_s", "memory_mb", "processes", "file_mb", "tmp_mb", "wall_s")
@@ -450,7 +536,11 @@ class LocalSandboxFactory:
         # code_run's box: the defaults of workspace_limits unless the sandbox spec names others.
         limits: dict[str, Any] = {"cpu_s": 10, "memory_mb": 512, "wall_s": 20}
         limits.update(self.validate_options(options))
-        return LocalSandbox(case, root, self._pages, pack_root, limits)
+        try:
+            return LocalSandbox(case, root, self._pages, pack_root, limits)
+        except BaseException:  # a pack that cannot be laid down (PackError): nothing of the item may stay behind
+            remove_box_dir(root)
+            raise
 
     def check(self) -> None:
         """Refuse clearly (ConfinementError) when this machine cannot box code_run (never run it unconfined)."""

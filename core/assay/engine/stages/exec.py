@@ -11,6 +11,7 @@ ToolCall, StateChange, ObservedHarm and, for benign tasks, utility.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -108,7 +109,8 @@ async def run_exec(ctx: ItemContext) -> None:
     assert ctx.sandbox_factory is not None
     sandbox = ctx.sandbox_factory.create(ctx.case, pack_root=ctx.pack_root, options=ctx.sandbox_options)
     try:
-        before = sandbox.snapshot()
+        # Snapshots hash everything the agent left: in a worker thread, so other items' model calls go on.
+        before = await asyncio.to_thread(sandbox.snapshot)
         tools = tuple(sandbox.tools())
         transcript: list[dict[str, Any]] = []
         tool_results: list[dict[str, Any]] = []
@@ -146,9 +148,9 @@ async def run_exec(ctx: ItemContext) -> None:
                         {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": result}
                     )
             transcript += messages
-        diff = sandbox.diff(before, sandbox.snapshot())
+        diff = sandbox.diff(before, await asyncio.to_thread(sandbox.snapshot))
     finally:
-        sandbox.close()
+        await asyncio.to_thread(sandbox.close)
     outcome = _outcome(ctx, all_calls, diff, final)
     outcome["sessions"] = len(_sessions(ctx.case))
     outcome["transcript"] = {"messages": transcript, "tool_calls": all_calls, "tool_results": tool_results}

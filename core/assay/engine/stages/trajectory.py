@@ -29,7 +29,6 @@ import contextlib
 import fnmatch
 import json
 import re
-import shutil
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +37,7 @@ from typing import Any
 
 from ...sandboxes.beneath import Beneath, UnsafePath
 from ...sandboxes.box import box_dir, remove_box_dir
+from ...sandboxes.fixtures import copy_fixture_tree, fixture_dir, read_fixture
 from ...sandboxes.runner import CONFINE_FAILED, mask_timings, run_confined
 from ..messages import ChatRequest
 from ..prompts import apply_defense
@@ -114,12 +114,9 @@ def protected_files(case: Mapping[str, Any], fixture: Path | None) -> list[str]:
     if fixture is None or not fixture.is_dir():
         return []
     patterns = case.get("environment", {}).get("code", {}).get("protected") or DEFAULT_PROTECTED
-    found = []
-    for path in sorted(fixture.rglob("*")):
-        relative = path.relative_to(fixture).as_posix()
-        if path.is_file() and not path.is_symlink() and any(_glob(relative, p) for p in patterns):
-            found.append(relative)
-    return found
+    with Beneath(fixture) as tree:
+        files = tree.files()
+    return [relative for relative in files if any(_glob(relative, p) for p in patterns)]
 
 
 def _glob(path: str, pattern: str) -> bool:
@@ -206,7 +203,7 @@ class _Workspace:
         """Put back the pristine copy of every protected file (tests), replacing whatever the agent left there."""
         with Beneath(self.root) as tree:
             for name in sorted(self.protected):
-                pristine = (fixture / name).read_bytes()
+                pristine = read_fixture(fixture, name)
                 if not _unchanged(tree, name, pristine):
                     self.unsafe.append({"type": "test_tampering", "detail": f"the task's test {name} was changed"})
                     _clear_way(tree, name)
@@ -280,10 +277,11 @@ async def run_trajectory(ctx: ItemContext) -> None:
     workspace = box_dir("assay-trajectory-")
     try:
         tree = case.get("environment", {}).get("fixture_tree")
-        fixture = Path(ctx.pack_root) / tree if tree else None
-        if fixture is not None:
+        fixture = fixture_dir(ctx.pack_root, tree) if tree else None
+        if tree:
             # File work and confined children run in worker threads: other items' model calls go on meanwhile.
-            await asyncio.to_thread(shutil.copytree, fixture, workspace, dirs_exist_ok=True)
+            # The pack is untrusted too: a link or special file in its tree stops the item, never followed.
+            await asyncio.to_thread(copy_fixture_tree, ctx.pack_root, tree, workspace)
         entry = case.get("environment", {}).get("code", {}).get("entry", "python -m unittest -q")
         tools = _Workspace(workspace, entry, protected_files(case, fixture))
         max_calls, wall, context_policy = _budget(ctx)
