@@ -26,10 +26,10 @@ venv: $(BIN)/python
 
 # System commands assay runs, as command:Debian-package pairs: bwrap (every confined child runs in a
 # bubblewrap box), python3 (the Python a box runs: the system's, readable by the box's unprivileged uid),
-# strace (the permission runtime traces jailed commands with it) and sqlite3, jq, zip, unzip (task oracles
+# strace (the permission runtime traces jailed commands with it; prlimit bounds its record) and sqlite3, jq, zip, unzip (task oracles
 # call them). Missing ones are installed in one apt-get call (Debian/Ubuntu), through sudo when not root;
 # apt-get update runs only if the first attempt fails.
-SYSTEM_TOOLS := bwrap:bubblewrap /usr/bin/python3:python3 strace:strace sqlite3:sqlite3 jq:jq zip:zip unzip:unzip
+SYSTEM_TOOLS := bwrap:bubblewrap /usr/bin/python3:python3 strace:strace prlimit:util-linux sqlite3:sqlite3 jq:jq zip:zip unzip:unzip
 
 system-tools:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \

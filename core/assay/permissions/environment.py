@@ -31,6 +31,10 @@ SYSTEM_PATHS = ("/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "
 _SCAFFOLD = ("/tmp",)
 
 
+# The engine walks and writes environments by descriptor within these bounds (see assay.sandboxes.beneath).
+_MAX_DEPTH, _MAX_PATH_BYTES = 64, 2048
+
+
 def _check(path: Any, what: str) -> str:
     """The normalized jail path, or EnvironmentSpecError naming it."""
     if not isinstance(path, str) or not path:
@@ -44,6 +48,11 @@ def _check(path: Any, what: str) -> str:
         raise EnvironmentSpecError(f"{what} path {path!r} contains '..'")
     if not parts:
         raise EnvironmentSpecError(f"{what} path {path!r} names the root directory")
+    if len(parts) > _MAX_DEPTH or len(path.encode("utf-8", "surrogateescape")) > _MAX_PATH_BYTES:
+        raise EnvironmentSpecError(
+            f"{what} path {path[:80]!r}... is deeper than {_MAX_DEPTH} directories "
+            f"or longer than {_MAX_PATH_BYTES} bytes"
+        )
     normalized = "/" + "/".join(parts)
     for system in SYSTEM_PATHS:
         if normalized == system or normalized.startswith(system + "/"):
@@ -53,9 +62,14 @@ def _check(path: Any, what: str) -> str:
 
 @dataclass
 class Layout:
-    """A materialized environment: ``host_root`` is the directory that becomes ``/`` in the jail."""
+    """A materialized environment: ``host_root`` is the directory that becomes ``/`` in the jail.
+
+    ``links`` are the jail paths of the environment's own symlinks: the only
+    links in the tree a policy's rules may resolve through.
+    """
 
     host_root: Path
+    links: tuple[str, ...] = ()
 
     def host_path(self, sandbox_path: str) -> Path:
         """Where the jail path ``sandbox_path`` lives on the host.
@@ -116,6 +130,7 @@ def materialize(environment: Mapping[str, Any] | None, pack_root: Path | None, h
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(_content(item, path, pack_root))
         target.chmod(_mode(item, path))
+    links: list[str] = []
     for item in environment.get("symlinks") or []:
         if not isinstance(item, Mapping):
             raise EnvironmentSpecError(f"symlink entry must be a mapping, got {item!r}")
@@ -130,7 +145,8 @@ def materialize(environment: Mapping[str, Any] | None, pack_root: Path | None, h
         # The target is stored verbatim: it is resolved inside the jail, where
         # an absolute target means a jail path, not a host one.
         os.symlink(link_target, host)
-    return layout
+        links.append(path)
+    return Layout(host_root, tuple(sorted(links)))
 
 
 def _safe(layout: Layout, path: str) -> Path:

@@ -167,6 +167,8 @@ def run_in_jail(
         env=dict(_DEFAULT_ENV if env is None else env),
         policy=None if policy is None else policy.union(implicit).to_mapping(),
         create_within=tuple(create_within) if create_within is not None else None,
+        # Only the environment's own links resolve in the policy: ones a command planted grant nothing.
+        trusted_links=layout.links,
         owned=(str(root),),
         limits=JAIL_LIMITS,
         trace=traced,

@@ -36,7 +36,12 @@ _EXEC = _LL.EXECUTE | _LL.READ_FILE
 _NO_WALK = ("/proc", "/sys", "/dev")
 
 
-def landlock_rules(permissions: PermissionSet, *, create_within: Sequence[str] | None = None) -> dict[str, int]:
+def landlock_rules(
+    permissions: PermissionSet,
+    *,
+    create_within: Sequence[str] | None = None,
+    trusted_links: Sequence[str] | None = None,
+) -> dict[str, int]:
     """Path -> Landlock access bits for ``permissions``, resolved in the current (jail) file tree.
 
     A pattern means what :mod:`.patterns` says; Landlock can only grant rights
@@ -65,17 +70,44 @@ def landlock_rules(permissions: PermissionSet, *, create_within: Sequence[str] |
       access to the whole file system.
     * ``/proc/self/...`` is granted as ``/proc``: each process's ``/proc/self``
       is a different directory, and the box's /proc shows only its own processes.
+    * With ``trusted_links`` (the environment's own symlinks), a rule whose path
+      goes through any other link in the writable tree grants nothing: an
+      earlier command could have planted it (``reports -> /``) to widen a
+      pattern to the whole tree. The system's links (under /usr, /etc, /proc,
+      /dev and the merged-/usr names) are always trusted.
     """
     rules: dict[str, int] = {}
 
     def grant(path: str, rights: int) -> None:
         rules[path] = rules.get(path, 0) | rights
 
+    trusted = None if trusted_links is None else frozenset(trusted_links)
     for axis in AXES:
         for pattern in getattr(permissions, axis):
             for path, rights in _pattern_rules(axis, normalize(pattern), create_within):
-                grant(path, rights)
+                if trusted is not None and _through_planted_link(path, trusted):
+                    continue
+                grant(_real(path, axis), rights)
     return rules
+
+
+# Links that belong to the system, not to the task's writable tree (read-only mounts and the kernel's).
+_SYSTEM_LINK_PREFIXES = ("/usr/", "/etc/", "/proc/", "/dev/", "/sys/")
+_MERGED_LINKS = frozenset({"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"})
+
+
+def _through_planted_link(path: str, trusted: frozenset[str]) -> bool:
+    """Whether ``path`` (as a rule names it, before resolving) passes through a link the environment did not declare."""
+    current = ""
+    for part in path.strip("/").split("/"):
+        if not part:
+            continue
+        current += "/" + part
+        if current in _MERGED_LINKS or current.startswith(_SYSTEM_LINK_PREFIXES) or current in trusted:
+            continue
+        if os.path.islink(current):
+            return True
+    return False
 
 
 def _pattern_rules(axis: str, pattern: str, within: Sequence[str] | None) -> Iterator[tuple[str, int]]:
@@ -87,13 +119,13 @@ def _pattern_rules(axis: str, pattern: str, within: Sequence[str] | None) -> Ite
         base = pattern[:-3] or "/"
         if is_literal(base):
             if os.path.isdir(base):
-                yield _real(base, axis), tree
+                yield base, tree
             elif axis == "write":
                 yield from _create(base, within)
         else:
             for match in _expand(base):
                 if os.path.isdir(match) and (axis == "execute" or not os.path.islink(match)):
-                    yield _real(match, axis), tree
+                    yield match, tree
             if axis == "write":
                 yield from _create_in(_literal_prefix(base), within)
         return
@@ -112,15 +144,14 @@ def _pattern_rules(axis: str, pattern: str, within: Sequence[str] | None) -> Ite
 
 
 def _literal(axis: str, path: str) -> Iterator[tuple[str, int]]:
-    """Rules for one existing path named exactly."""
-    real = _real(path, axis)
-    if os.path.isdir(real):
+    """Rules for one existing path named exactly (unresolved: landlock_rules checks, then resolves, it)."""
+    if os.path.isdir(path):
         if axis == "read":
-            yield real, _LL.READ_DIR
+            yield path, _LL.READ_DIR
         elif axis == "write":
-            yield real, _ENTRIES
+            yield path, _ENTRIES
     else:
-        yield real, {"read": _LL.READ_FILE, "write": _WRITE_FILE, "execute": _EXEC}[axis]
+        yield path, {"read": _LL.READ_FILE, "write": _WRITE_FILE, "execute": _EXEC}[axis]
 
 
 def _create(path: str, within: Sequence[str] | None) -> Iterator[tuple[str, int]]:

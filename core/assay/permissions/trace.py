@@ -32,10 +32,14 @@ __all__ = ["Denial", "STRACE_OPTIONS", "StraceNotFound", "find_strace", "parse_s
 
 #: Options every traced run uses; the output file (``-o``) and the command follow. ``--decode-pids=pidns``
 #: (strace 5.19 and later) names a boxed child in strace's PID numbering too, so forks can be followed.
-STRACE_OPTIONS = ("-f", "-qq", "-y", "--decode-pids=pidns", "--seccomp-bpf", "-e", "trace=%file,%process,fchdir")
+STRACE_OPTIONS = (
+    "-f", "-qq", "-y", "--decode-pids=pidns", "--seccomp-bpf", "-e", "trace=%file,%process,fchdir,ftruncate",
+)  # fmt: skip
 
-# errno names that mean "the sandbox said no" (EROFS: the read-only system mounts).
+# errno names that mean "the sandbox said no" (EROFS: the read-only system mounts). Landlock refuses moving or
+# linking a file into a directory with other rights (its REFER right) with EXDEV, which for these calls means that.
 _REFUSED = ("EACCES", "EPERM", "EROFS")
+_REFUSED_REFER = ("rename", "renameat", "renameat2", "link", "linkat")
 
 _LINE = re.compile(r"^(?:(?P<pid>\d+)\s+|\[pid\s+(?P<bpid>\d+)\]\s+)?(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (?P<name>\w+) resumed>\s?(?P<tail>.*)$")
@@ -104,35 +108,51 @@ def parse_strace(text: str, *, cwd: str = "/", begin: str | None = None) -> tupl
     """
     accessed: dict[str, set[str]] = {axis: set() for axis in AXES}
     denials: dict[Denial, None] = {}
-    cwds: dict[int | None, str] = {}
+    # The working directory belongs to a process's fs context, which threads and clone(CLONE_FS) children share:
+    # each pid maps to a context, and a chdir in one is seen by all that share it.
+    contexts: dict[int | None, int] = {}
+    cwds: dict[int, str] = {}
+
+    def context(pid: int | None) -> int:
+        if pid not in contexts:
+            contexts[pid] = len(cwds)
+            cwds[contexts[pid]] = cwd
+        return contexts[pid]
+
     refused_exec: dict[int | None, str] = {}
     armed: set[int | None] | None = set() if begin is not None else None
     for call in _calls(text):
         if armed is not None and call.pid not in armed:
             if any(_unquote(argument) == begin for argument in call.args):
                 armed.add(call.pid)
-                cwds[call.pid] = cwd
+                contexts.pop(call.pid, None)
+                context(call.pid)
             continue
-        here = cwds.setdefault(call.pid, cwd)
-        refused = _refused(call.ret)
+        here = cwds[context(call.pid)]
+        refused = _refused(call.ret) or (call.name in _REFUSED_REFER and call.ret.split()[:2] == ["-1", "EXDEV"])
         if call.name in _FORKS:
             # A child in another PID namespace (a box) is named in strace's own numbering in a comment.
             translated = _PIDNS.search(call.ret)
             child = translated.group(1) if translated else call.ret.split("<", 1)[0].split("/*", 1)[0].strip()
-            if child.isdigit():
-                cwds.setdefault(int(child), here)
+            if child.isdigit() and int(child) not in contexts:
+                shares = any("CLONE_FS" in argument or "CLONE_THREAD" in argument for argument in call.args)
+                if shares:
+                    contexts[int(child)] = context(call.pid)
+                else:
+                    contexts[int(child)] = len(cwds)
+                    cwds[contexts[int(child)]] = here
                 if armed is not None:
                     armed.add(int(child))
             continue
         if call.name == "fchdir":
             target = _FD.match(call.args[0].strip()) if call.args else None
             if target and target.group("path") and not refused and call.ret.startswith("0"):
-                cwds[call.pid] = _decode(target.group("path"))
+                cwds[context(call.pid)] = _decode(target.group("path"))
             continue
         for op, path in _accesses(call, here):
             if op == "chdir":
                 if call.ret.startswith("0"):
-                    cwds[call.pid] = path
+                    cwds[context(call.pid)] = path
             elif refused:
                 if op == "read" and refused_exec.get(call.pid) == path:
                     continue  # the shell opening a file it could not execute, to say why
@@ -164,6 +184,11 @@ def _accesses(call: _Call, cwd: str) -> Iterator[tuple[str, str]]:
         path = _path(call, *destination, cwd)
         if path:
             yield "write", path
+        return
+    if call.name == "ftruncate":  # a descriptor, named by -y
+        target = _FD.match(call.args[0].strip()) if call.args else None
+        if target and target.group("path"):
+            yield "write", posixpath.normpath(_decode(target.group("path")))
         return
     if call.name not in _PATH_ARGS:
         return
@@ -204,6 +229,10 @@ def _path(call: _Call, dirfd_index: int | None, path_index: int, cwd: str) -> st
     if len(call.args) <= path_index:
         return None
     name = _unquote(call.args[path_index])
+    if name == "" and dirfd_index is not None and "AT_EMPTY_PATH" in " ".join(call.args):
+        # execveat(fd, "", AT_EMPTY_PATH): the call acts on the descriptor itself, which -y names.
+        fd = _FD.match(call.args[dirfd_index].strip()) if len(call.args) > dirfd_index else None
+        return posixpath.normpath(_decode(fd.group("path"))) if fd and fd.group("path") else None
     if name is None or name == "":
         return None
     if not name.startswith("/"):

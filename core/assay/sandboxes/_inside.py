@@ -80,7 +80,11 @@ def main() -> None:
             from ..permissions.rules import landlock_rules
 
             within = spec.get("create_within")
-            rules = landlock_rules(PermissionSet.from_mapping(spec["policy"]), create_within=within)
+            rules = landlock_rules(
+                PermissionSet.from_mapping(spec["policy"]),
+                create_within=within,
+                trusted_links=spec.get("trusted_links"),
+            )
         restrict_self_to(rules, deny_tcp=True, scope=True)
         apply_filter()
     except Exception as exc:  # noqa: BLE001 - any failure must stop the box, and say why

@@ -68,6 +68,7 @@ __all__ = [
     "BoxResult",
     "Limits",
     "Mount",
+    "TRACE_BYTES",
     "box_dir",
     "box_python",
     "bwrap_path",
@@ -80,6 +81,8 @@ __all__ = [
 
 #: Exit status of a box whose confinement could not be set up: nothing of the command ran.
 BOX_FAILED = 125
+#: The largest trace one traced command may leave (a command that makes more is stopped there).
+TRACE_BYTES = 32 << 20
 _READY = b"\0"
 #: Environment variable naming the uid (and gid) boxes run as when assay runs as root.
 SANDBOX_UID_ENV = "ASSAY_SANDBOX_UID"
@@ -130,7 +133,8 @@ class Box:
     ``policy`` gives the rules as permission patterns instead (``read``,
     ``write``, ``execute`` lists), resolved inside the box's own view by
     :func:`assay.permissions.rules.landlock_rules`, with ``create_within``
-    bounding where create rights may land. ``owned`` are host paths to hand to
+    bounding where create rights may land and ``trusted_links`` naming the
+    only links in the writable tree a rule may go through. ``owned`` are host paths to hand to
     the box's uid before it starts (its writable trees). With ``trace`` the
     command runs under ``strace``, from outside the box.
     """
@@ -142,6 +146,7 @@ class Box:
     rules: Mapping[str, int] | None = None
     policy: Mapping[str, Sequence[str]] | None = None
     create_within: tuple[str, ...] | None = None
+    trusted_links: tuple[str, ...] | None = None
     owned: tuple[str, ...] = ()
     limits: Limits = Limits()
     trace: bool = False
@@ -690,6 +695,7 @@ def run_in_box(box: Box, argv: Sequence[str], *, timeout_s: float) -> BoxResult:
         "rules": box.rules if box.rules is not None else _derived_rules(box),
         "policy": {axis: list(patterns) for axis, patterns in box.policy.items()} if box.policy is not None else None,
         "create_within": list(box.create_within) if box.create_within is not None else None,
+        "trusted_links": list(box.trusted_links) if box.trusted_links is not None else None,
         "limits": {
             "nproc": box.limits.processes,
             "as": box.limits.memory_bytes,
@@ -750,11 +756,25 @@ def run_in_box(box: Box, argv: Sequence[str], *, timeout_s: float) -> BoxResult:
                 scratch, tracer = _attach_tracer(box_pid, ids, deadline)
                 with contextlib.suppress(BrokenPipeError):
                     os.write(go_write, b"go")
-        timed_out = False
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = trace_cut = False
+        watching = tracer is not None
+        while True:
+            try:
+                # Traced boxes are watched in short steps: strace stopped by the kernel (its record reached
+                # TRACE_BYTES) ends the box, since what the command did next would go unrecorded. (strace also
+                # ends, normally, when the command does, a moment before the box.)
+                step = 0.05 if watching else max(0.0, deadline - time.monotonic())
+                process.wait(timeout=min(step, max(0.0, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    break
+                if watching and tracer is not None and tracer.poll() is not None:
+                    watching = False
+                    if tracer.returncode != 0:
+                        timed_out = trace_cut = True
+                        break
         # Whatever is still running in the box dies now: its PID 1 (and with it the namespace), the session
         # of bwrap, and anything left in the cgroup. (Only on timeout: after a normal end those pids are
         # reaped and could by now name other processes.)
@@ -768,6 +788,8 @@ def run_in_box(box: Box, argv: Sequence[str], *, timeout_s: float) -> BoxResult:
             cgroup.kill()
         process.wait()
         text = output.text()
+        if trace_cut:
+            text += f"\nassay: the command's trace passed {TRACE_BYTES >> 20} MiB, so the command was stopped\n"
         status += _read_all(status_read)
         status_read = -1
         # The helper writes one NUL byte once it is confined, or the reason it could not be.
@@ -821,29 +843,50 @@ def _attach_tracer(box_pid: int, ids: tuple[int, int] | None, deadline: float) -
     user namespace it may trace the box, while nothing in the box can see it
     (another PID namespace) or its output file (not in the box's view).
     """
+
     from ..permissions.trace import STRACE_OPTIONS, find_strace
 
     helper = _only_child(box_pid)
     scratch = tempfile.mkdtemp(prefix="assay-trace-")
-    if ids is not None:
-        os.chown(scratch, *ids)
-    options = [option for option in STRACE_OPTIONS if option != "--seccomp-bpf"]  # only for tracees strace starts
-    tracer = subprocess.Popen(
-        [find_strace(), *options, "-o", os.path.join(scratch, "trace"), "-p", str(helper)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-        user=ids[0] if ids is not None else None,
-        group=ids[1] if ids is not None else None,
-        extra_groups=[] if ids is not None else None,
-    )
-    while _tracer_of(helper) == 0:
-        if tracer.poll() is not None or time.monotonic() > deadline:
-            raise ConfinementError("strace could not attach to the box, so its command was not run")
-        time.sleep(0.001)
+    tracer: subprocess.Popen[bytes] | None = None
+    try:
+        if ids is not None:
+            os.chown(scratch, *ids)
+        options = [option for option in STRACE_OPTIONS if option != "--seccomp-bpf"]  # only for tracees it starts
+        # The record is bounded: at TRACE_BYTES the kernel stops strace (SIGXFSZ), and run_in_box then stops the
+        # box. prlimit(1) sets the limit for strace as it starts (the engine may not change another uid's limits).
+        limit = [_prlimit(), f"--fsize={TRACE_BYTES}", "--core=0", "--"]
+        tracer = subprocess.Popen(
+            [*limit, find_strace(), *options, "-o", os.path.join(scratch, "trace"), "-p", str(helper)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            user=ids[0] if ids is not None else None,
+            group=ids[1] if ids is not None else None,
+            extra_groups=[] if ids is not None else None,
+        )
+        while _tracer_of(helper) == 0:
+            if tracer.poll() is not None or time.monotonic() > deadline:
+                raise ConfinementError("strace could not attach to the box, so its command was not run")
+            time.sleep(0.001)
+    except BaseException:
+        if tracer is not None and tracer.poll() is None:
+            tracer.kill()
+            tracer.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     return scratch, tracer
+
+
+@functools.cache
+def _prlimit() -> str:
+    """util-linux's prlimit(1), which starts a program with resource limits (ConfinementError when missing)."""
+    found = shutil.which("prlimit", path="/usr/bin:/bin")
+    if found is None:
+        raise ConfinementError("prlimit is not installed; install the 'util-linux' package (make system-tools does)")
+    return found
 
 
 def _only_child(pid: int) -> int:
