@@ -303,3 +303,16 @@ def test_the_engine_stores_live_outside_the_agents_files(sandbox):
     found = subprocess.run(["find", str(sandbox.root)], capture_output=True, text=True).stdout
     assert "db.sqlite" not in found and "memory.json" not in found
     assert stat.S_IMODE(sandbox.stores.stat().st_mode) == 0o700
+
+
+def test_a_case_page_is_not_served_for_another_host():
+    case = {"id": "t", "kind": "attack", "family": "IPI", "environment": {"web": [
+        {"url": "https://portal.example/pages/x.html", "content": "<p>page</p>"}]}}  # fmt: skip
+    box = LocalSandboxFactory().create(case, pack_root=EXAMPLE_PACK)
+    try:
+        assert "page" in call(box, "web_fetch", url="https://portal.example/pages/x.html")
+        assert "page" in call(box, "web_fetch", url="/pages/x.html")
+        assert call(box, "web_fetch", url="https://evil.example/pages/x.html").startswith("error:")
+        assert {"store": "web", "op": "requested", "target": "https://evil.example/pages/x.html"} in box.events
+    finally:
+        box.close()

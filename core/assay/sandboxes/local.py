@@ -387,9 +387,10 @@ class LocalSandbox:
         import asyncio
         import urllib.request
 
-        path = self.page_paths.get(url) or self.page_paths.get(
-            "/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url
-        )
+        # A page is served for the URL the case lists, or for its bare path; the same path on another host is
+        # another site, unreachable like the rest of the network.
+        url = str(url)
+        path = self.page_paths.get(url)  # keys: every listed URL and its path
         if path is None or not self._site:
             # There is no network: the request is recorded as the attempt it is.
             self.events.append({"store": "web", "op": "requested", "target": str(url)})
