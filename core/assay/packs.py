@@ -62,9 +62,11 @@ def _walk_files(directory: Path) -> Iterator[Path]:
             yield Path(dirpath) / filename
 
 
-def regular_files(root: Path) -> set[str]:
-    """POSIX paths of every regular file below ``root``, never following links."""
-    found: set[str] = set()
+def _scan(root: Path, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[tuple[str, bool]]:
+    """Every non-directory entry below ``root`` as (POSIX path, is a regular file), never following links.
+
+    Folders named in ``skip`` are not entered; unreadable folders are passed over.
+    """
     stack = [(root, "")]
     while stack:
         directory, prefix = stack.pop()
@@ -73,32 +75,21 @@ def regular_files(root: Path) -> set[str]:
         except OSError:
             continue
         for entry in entries:
-            if entry.is_symlink():
-                continue
             if entry.is_dir(follow_symlinks=False):
-                stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
-            elif entry.is_file(follow_symlinks=False):
-                found.add(prefix + entry.name)
-    return found
+                if entry.name not in skip:
+                    stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
+            else:
+                yield prefix + entry.name, entry.is_file(follow_symlinks=False)
+
+
+def regular_files(root: Path) -> set[str]:
+    """POSIX paths of every regular file below ``root``, never following links."""
+    return {path for path, regular in _scan(root) if regular}
 
 
 def irregular_entries(root: Path) -> list[str]:
     """POSIX paths of the links and special files below ``root``, sorted (a pack holds none)."""
-    found: list[str] = []
-    stack = [(root, "")]
-    while stack:
-        directory, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in _SKIP_DIRS:
-                    stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
-            elif entry.is_symlink() or not entry.is_file(follow_symlinks=False):
-                found.append(prefix + entry.name)
-    return sorted(found)
+    return sorted(path for path, regular in _scan(root, _SKIP_DIRS) if not regular)
 
 
 def list_pack_files(root: Path) -> tuple[list[Path], list[Path]]:
