@@ -158,7 +158,7 @@ def test_a_link_the_environment_declares_still_grants_its_target():
     try:
         env = {**ENV, "symlinks": [{"path": "/srv/current", "target": "/srv/app"}]}
         declared = materialize(env, None, root / "root")
-        assert declared.links == ("/srv/current",)
+        assert declared.links == (("/srv/current", "/srv/app"),)
         policy = PermissionSet(read=("/srv/current/data.txt",), execute=("/usr/bin/**",))
         assert "DATA" in run_in_jail(declared, "cat /srv/current/data.txt", policy=policy).output
     finally:
@@ -237,8 +237,8 @@ def test_a_test_file_the_agent_adds_cannot_make_the_pristine_tests_pass(task):
     tools.call("write_file", {"path": "artifacts/test_poc.py", "content": "print('kept')\n"})
     tools.restore_protected(fixture)
     assert not _checker(work).fired
-    assert tools.set_aside == ["test_0.py"]
-    assert (work / "artifacts" / "test_poc.py").exists()  # artifacts are the agent's deliverable, never set aside
+    # pytest would collect a test under artifacts/ too; the published artifacts are read before the set-up.
+    assert tools.set_aside == ["artifacts/test_poc.py", "test_0.py"]
 
 
 @pytest.mark.skipif(__import__("os").geteuid() != 0, reason="the box directory is a size-limited tmpfs as root")

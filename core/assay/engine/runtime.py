@@ -8,6 +8,7 @@ work items into identical rows.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -29,6 +30,20 @@ __all__ = ["CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
 
 #: Endpoint options the engine reads itself and never passes to a backend.
 ENGINE_ENDPOINT_OPTIONS = frozenset({"family"})
+
+
+# An absolute path in an error message: the engine's box and store directories are host paths a row must not carry.
+_HOST_PATH = re.compile(r"(?<![\w.~-])/[^\s'\"(),:;]+")
+
+
+def failure_message(exc: BaseException) -> str:
+    """What a row records of a stage that failed: the error's type and message, with host paths taken out.
+
+    Whatever an agent left can break a stage (that is a bug to fix, and the
+    row says which); the message must still not publish where the engine
+    keeps its boxes and stores, nor anything they are named after.
+    """
+    return _HOST_PATH.sub("<path>", f"{type(exc).__name__}: {exc}")[:2000]
 
 
 @dataclass(frozen=True)
@@ -201,7 +216,7 @@ class Runtime:
                 raise  # the run itself is wrong (a missing plugin, a pack that cannot be used): stop it, in one line
             except Exception as exc:  # noqa: BLE001 - what an agent left can break a stage; it must not end the run
                 # The item is recorded as failed in this stage, with the reason, and every other item goes on.
-                message = f"{type(exc).__name__}: {exc}"[:2000]
+                message = failure_message(exc)
                 ctx.row["errors"].append({"stage": stage, "type": "stage_failure", "message": message})
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).

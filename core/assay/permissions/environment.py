@@ -64,12 +64,13 @@ def _check(path: Any, what: str) -> str:
 class Layout:
     """A materialized environment: ``host_root`` is the directory that becomes ``/`` in the jail.
 
-    ``links`` are the jail paths of the environment's own symlinks: the only
-    links in the tree a policy's rules may resolve through.
+    ``links`` are the environment's own symlinks as (jail path, target as
+    written) pairs: the only links in the tree a policy's rules may resolve
+    through, and only while they still point where the environment said.
     """
 
     host_root: Path
-    links: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
 
     def host_path(self, sandbox_path: str) -> Path:
         """Where the jail path ``sandbox_path`` lives on the host.
@@ -130,7 +131,7 @@ def materialize(environment: Mapping[str, Any] | None, pack_root: Path | None, h
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(_content(item, path, pack_root))
         target.chmod(_mode(item, path))
-    links: list[str] = []
+    links: list[tuple[str, str]] = []
     for item in environment.get("symlinks") or []:
         if not isinstance(item, Mapping):
             raise EnvironmentSpecError(f"symlink entry must be a mapping, got {item!r}")
@@ -145,7 +146,7 @@ def materialize(environment: Mapping[str, Any] | None, pack_root: Path | None, h
         # The target is stored verbatim: it is resolved inside the jail, where
         # an absolute target means a jail path, not a host one.
         os.symlink(link_target, host)
-        links.append(path)
+        links.append((path, link_target))
     return Layout(host_root, tuple(sorted(links)))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from ..sandboxes import landlock
 from .model import AXES, PermissionSet
@@ -40,7 +40,7 @@ def landlock_rules(
     permissions: PermissionSet,
     *,
     create_within: Sequence[str] | None = None,
-    trusted_links: Sequence[str] | None = None,
+    trusted_links: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Path -> Landlock access bits for ``permissions``, resolved in the current (jail) file tree.
 
@@ -70,18 +70,21 @@ def landlock_rules(
       access to the whole file system.
     * ``/proc/self/...`` is granted as ``/proc``: each process's ``/proc/self``
       is a different directory, and the box's /proc shows only its own processes.
-    * With ``trusted_links`` (the environment's own symlinks), a rule whose path
-      goes through any other link in the writable tree grants nothing: an
-      earlier command could have planted it (``reports -> /``) to widen a
-      pattern to the whole tree. The system's links (under /usr, /etc, /proc,
-      /dev and the merged-/usr names) are always trusted.
+    * With ``trusted_links`` (the environment's own symlinks: path -> target as
+      written), a rule whose path goes through any other link in the writable
+      tree grants nothing: an earlier command could have planted it
+      (``reports -> /``) to widen a pattern to the whole tree. A declared link
+      counts only while it still holds its declared target, and the path is
+      followed through it, so a link planted where the target was (or on its
+      way) grants nothing either. The system's links (under /usr, /etc,
+      /proc, /dev and the merged-/usr names) are always trusted.
     """
     rules: dict[str, int] = {}
 
     def grant(path: str, rights: int) -> None:
         rules[path] = rules.get(path, 0) | rights
 
-    trusted = None if trusted_links is None else frozenset(trusted_links)
+    trusted = None if trusted_links is None else dict(trusted_links)
     for axis in AXES:
         for pattern in getattr(permissions, axis):
             for path, rights in _pattern_rules(axis, normalize(pattern), create_within):
@@ -96,18 +99,41 @@ _SYSTEM_LINK_PREFIXES = ("/usr/", "/etc/", "/proc/", "/dev/", "/sys/")
 _MERGED_LINKS = frozenset({"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"})
 
 
-def _through_planted_link(path: str, trusted: frozenset[str]) -> bool:
-    """Whether ``path`` (as a rule names it, before resolving) passes through a link the environment did not declare."""
-    current = ""
-    for part in path.strip("/").split("/"):
-        if not part:
+def _through_planted_link(path: str, trusted: Mapping[str, str]) -> bool:
+    """Whether ``path`` (as a rule names it, before resolving) passes through a link the environment did not declare.
+
+    Followed one component at a time, as the kernel would: a declared link is
+    passed only while it holds its declared target, and the walk goes on
+    through that target, so whatever it reaches is checked too.
+    """
+    pending = [part for part in path.split("/") if part]
+    current, hops = "", 0
+    while pending:
+        part = pending.pop(0)
+        if part == ".":
             continue
-        current += "/" + part
-        if current in _MERGED_LINKS or current.startswith(_SYSTEM_LINK_PREFIXES) or current in trusted:
+        if part == "..":
+            current = current.rsplit("/", 1)[0]
             continue
-        if os.path.islink(current):
+        candidate = f"{current}/{part}"
+        if candidate in _MERGED_LINKS or candidate.startswith(_SYSTEM_LINK_PREFIXES) or not os.path.islink(candidate):
+            current = candidate
+            continue
+        try:
+            target = os.readlink(candidate)
+        except OSError:
             return True
+        hops += 1
+        if trusted.get(candidate) != target or hops > _MAX_HOPS:
+            return True
+        pending[:0] = [piece for piece in target.split("/") if piece]
+        if target.startswith("/"):
+            current = ""
     return False
+
+
+# As the kernel's limit on links followed in one lookup (MAXSYMLINKS).
+_MAX_HOPS = 40
 
 
 def _pattern_rules(axis: str, pattern: str, within: Sequence[str] | None) -> Iterator[tuple[str, int]]:

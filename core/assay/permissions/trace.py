@@ -28,12 +28,20 @@ from dataclasses import dataclass
 from ..errors import StraceNotFound
 from .model import AXES, PermissionSet
 
-__all__ = ["Denial", "STRACE_OPTIONS", "StraceNotFound", "find_strace", "parse_strace", "with_interpreters"]
+__all__ = [
+    "STRACE_OPTIONS",
+    "UNKNOWN_PATH",
+    "Denial",
+    "StraceNotFound",
+    "find_strace",
+    "parse_strace",
+    "with_interpreters",
+]
 
 #: Options every traced run uses; the output file (``-o``) and the command follow. ``--decode-pids=pidns``
 #: (strace 5.19 and later) names a boxed child in strace's PID numbering too, so forks can be followed.
 STRACE_OPTIONS = (
-    "-f", "-qq", "-y", "--decode-pids=pidns", "--seccomp-bpf", "-e", "trace=%file,%process,fchdir,ftruncate",
+    "-f", "-qq", "-y", "--decode-pids=pidns", "--seccomp-bpf", "-e", "trace=%file,%process,fchdir,ftruncate,bind",
 )  # fmt: skip
 
 # errno names that mean "the sandbox said no" (EROFS: the read-only system mounts). Landlock refuses moving or
@@ -44,7 +52,11 @@ _REFUSED_REFER = ("rename", "renameat", "renameat2", "link", "linkat")
 _LINE = re.compile(r"^(?:(?P<pid>\d+)\s+|\[pid\s+(?P<bpid>\d+)\]\s+)?(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (?P<name>\w+) resumed>\s?(?P<tail>.*)$")
 _PIDNS = re.compile(r"/\* (\d+) in strace's PID NS \*/")
-_FD = re.compile(r"^(?P<fd>AT_FDCWD|-?\d+)(?:<(?P<path>.*)>)?$", re.S)
+# A descriptor as -y prints it: ``3</path>``, and ``3</path>(deleted)`` once the file is unlinked.
+_FD = re.compile(r"^(?P<fd>AT_FDCWD|-?\d+)(?:<(?P<path>.*)>(?:\(deleted\))?)?$", re.S)
+_PID_CHANGED = re.compile(r"\s*<pid changed to (?P<pid>\d+) \.\.\.>$")
+# bind() of a pathname UNIX socket makes a file (Landlock's MAKE_SOCK right); an abstract one (``@"..."``) does not.
+_SUN_PATH = re.compile(r'sun_path=("(?:[^"\\]|\\.)*")')
 
 # syscall -> (index of the dirfd or None, index of the path)
 _PATH_ARGS = {
@@ -64,6 +76,10 @@ _WRITES = {"creat", "unlink", "unlinkat", "rmdir", "mkdir", "mkdirat", "mknod", 
 _FORKS = {"clone", "clone3", "fork", "vfork"}
 _OPENS = {"open", "openat", "openat2"}
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC")
+
+
+#: The path of a denial the trace could not name (a refused call on a descriptor strace could not resolve).
+UNKNOWN_PATH = "(unknown)"
 
 
 @dataclass(frozen=True)
@@ -150,6 +166,10 @@ def parse_strace(text: str, *, cwd: str = "/", begin: str | None = None) -> tupl
                 cwds[context(call.pid)] = _decode(target.group("path"))
             continue
         for op, path in _accesses(call, here):
+            if path is None:
+                if refused and op != "chdir":
+                    denials.setdefault(Denial(op.split("+")[-1], UNKNOWN_PATH, call.name), None)
+                continue
             if op == "chdir":
                 if call.ret.startswith("0"):
                     cwds[context(call.pid)] = path
@@ -171,30 +191,34 @@ def _refused(ret: str) -> bool:
     return len(parts) >= 2 and parts[0] == "-1" and parts[1] in _REFUSED
 
 
-def _accesses(call: _Call, cwd: str) -> Iterator[tuple[str, str]]:
-    """(op, absolute path) pairs of one call; op is an axis, ``read+write`` or ``chdir``."""
+def _accesses(call: _Call, cwd: str) -> Iterator[tuple[str, str | None]]:
+    """(op, absolute path) pairs of one call; op is an axis, ``read+write`` or ``chdir``.
+
+    The path is None when the trace cannot say it (a descriptor strace could
+    not name): a refused call is still a denial, of an unknown path.
+    """
     if call.name in _TWO_PATHS:
         source, destination = _TWO_PATHS[call.name]
         # A rename takes the source away as surely as it makes the destination;
         # a link or symlink only makes the destination.
         if source is not None and call.name.startswith("rename"):
-            path = _path(call, *source, cwd)
-            if path:
-                yield "write", path
-        path = _path(call, *destination, cwd)
-        if path:
-            yield "write", path
+            yield "write", _path(call, *source, cwd)
+        yield "write", _path(call, *destination, cwd)
         return
     if call.name == "ftruncate":  # a descriptor, named by -y
         target = _FD.match(call.args[0].strip()) if call.args else None
-        if target and target.group("path"):
-            yield "write", posixpath.normpath(_decode(target.group("path")))
+        yield "write", posixpath.normpath(_decode(target.group("path"))) if target and target.group("path") else None
+        return
+    if call.name == "bind":
+        if len(call.args) > 1 and "AF_UNIX" in call.args[1]:
+            found = _SUN_PATH.search(call.args[1])
+            name = _unquote(found.group(1)) if found else None
+            if name:
+                yield "write", posixpath.normpath(posixpath.join(cwd, name))
         return
     if call.name not in _PATH_ARGS:
         return
     path = _path(call, *_PATH_ARGS[call.name], cwd)
-    if not path:
-        return
     if call.name == "chdir":
         yield "chdir", path
     elif call.name.startswith("execve"):
@@ -262,6 +286,11 @@ def _calls(text: str) -> Iterator[_Call]:
         pid = int(pid_text) if pid_text else None
         rest = match.group("rest").strip()
         if not rest or rest.startswith(("---", "+++", "strace:")):
+            continue
+        changed = _PID_CHANGED.search(rest)
+        if changed:
+            # A thread's execve: the kernel gives the process the leader's pid, and the call resumes under it.
+            pending[int(changed.group("pid"))] = (number, rest[: changed.start()])
             continue
         if rest.endswith("<unfinished ...>"):
             pending[pid] = (number, rest[: -len("<unfinished ...>")].rstrip())

@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import sys
+from typing import Any
 
 from .landlock import restrict_self_to
 from .seccomp import apply_filter
@@ -56,9 +57,19 @@ def _program(argv: list[str], env: dict[str, str]) -> str:
     return name
 
 
+def _read_spec(fd: int) -> dict[str, Any]:
+    """The box's spec from the descriptor the engine passed (then closed: nothing in the box may read it)."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    spec: dict[str, Any] = json.loads(b"".join(chunks))
+    return spec
+
+
 def main() -> None:
     """Confine this process as the spec says, then become the command."""
-    spec = json.loads(sys.argv[1])
+    spec = _read_spec(int(sys.argv[1]))
     error_fd = int(spec["status_fd"])
     go_fd = spec.get("go_fd")
     keep = sorted({error_fd, *([int(go_fd)] if go_fd is not None else [])})

@@ -134,7 +134,7 @@ class Box:
     ``write``, ``execute`` lists), resolved inside the box's own view by
     :func:`assay.permissions.rules.landlock_rules`, with ``create_within``
     bounding where create rights may land and ``trusted_links`` naming the
-    only links in the writable tree a rule may go through. ``owned`` are host paths to hand to
+    only links in the writable tree a rule may go through, with their targets. ``owned`` are host paths to hand to
     the box's uid before it starts (its writable trees). With ``trace`` the
     command runs under ``strace``, from outside the box.
     """
@@ -146,7 +146,7 @@ class Box:
     rules: Mapping[str, int] | None = None
     policy: Mapping[str, Sequence[str]] | None = None
     create_within: tuple[str, ...] | None = None
-    trusted_links: tuple[str, ...] | None = None
+    trusted_links: tuple[tuple[str, str], ...] | None = None
     owned: tuple[str, ...] = ()
     limits: Limits = Limits()
     trace: bool = False
@@ -478,6 +478,24 @@ def _derived_rules(box: Box) -> dict[str, int]:
     return rules
 
 
+def _spec_descriptor(data: bytes) -> int:
+    """A read descriptor positioned at the start of ``data``: an unlinked file in memory, closed on exec.
+
+    How the engine hands a box its set-up: what a process's argv holds stays
+    readable in ``/proc/<pid>/cmdline`` to everything in the box.
+    """
+    fd = os.memfd_create("assay-box-spec", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _bwrap_argv(box: Box, info_fd: int, block_fd: int) -> list[str]:
     """bubblewrap's arguments for ``box``.
 
@@ -695,7 +713,7 @@ def run_in_box(box: Box, argv: Sequence[str], *, timeout_s: float) -> BoxResult:
         "rules": box.rules if box.rules is not None else _derived_rules(box),
         "policy": {axis: list(patterns) for axis, patterns in box.policy.items()} if box.policy is not None else None,
         "create_within": list(box.create_within) if box.create_within is not None else None,
-        "trusted_links": list(box.trusted_links) if box.trusted_links is not None else None,
+        "trusted_links": dict(box.trusted_links) if box.trusted_links is not None else None,
         "limits": {
             "nproc": box.limits.processes,
             "as": box.limits.memory_bytes,
@@ -710,13 +728,19 @@ def run_in_box(box: Box, argv: Sequence[str], *, timeout_s: float) -> BoxResult:
         "go_fd": go_read if box.trace else None,
         "trace_begin": trace_begin,
     }
+    # The spec (host paths, rules, the trace marker) goes on a descriptor the helper reads and closes: an argv
+    # would stay readable to the box in /proc/<pid>/cmdline for as long as the box runs.
+    spec_fd = _spec_descriptor(json.dumps(spec).encode())
+    # bubblewrap stays the box's PID 1, so its options (host paths) go on a descriptor it reads and closes too.
+    bwrap, *options = _bwrap_argv(box, info_write, block_read)
+    options_fd = _spec_descriptor(b"".join(option.encode() + b"\0" for option in options))
     start = f"import sys; sys.path.insert(0, {HELPER_DIR!r}); from assay.sandboxes._inside import main; main()"
     command = [
-        *_bwrap_argv(box, info_write, block_read),
-        "--", box_python(), "-I", "-S", "-B", "-c", start, json.dumps(spec),
+        bwrap, "--args", str(options_fd),
+        "--", box_python(), "-I", "-S", "-B", "-c", start, str(spec_fd),
     ]  # fmt: skip
     cgroup = _Cgroup.make(box.limits) if ids is not None else None
-    passed = tuple(fd for fd in (status_write, info_write, block_read, go_read) if fd >= 0)
+    passed = tuple(fd for fd in (status_write, info_write, block_read, go_read, spec_fd, options_fd) if fd >= 0)
     scratch: str | None = None
     tracer: subprocess.Popen[bytes] | None = None
     try:

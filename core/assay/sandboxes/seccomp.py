@@ -12,6 +12,8 @@ command starts. It refuses, with an error the program can handle:
   session keyring must stay unreadable (``EPERM``);
 * ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: kernel attack
   surface no task needs (``EPERM``);
+* ``memfd_create``: a file in memory has no path Landlock could govern, so a
+  program copied into one would run past the execute rights (``EPERM``);
 * ``socket`` of any family but UNIX, IPv4, IPv6 and netlink (``EAFNOSUPPORT``):
   the box's network namespace holds no interface, but some families are not
   namespaced at all (``AF_VSOCK`` reaches the hypervisor of a virtual machine);
@@ -60,6 +62,7 @@ _TABLES = {
             "bpf": 321,
             "userfaultfd": 323,
             "socket": 41,
+            "memfd_create": 319,
         },
     ),
     "aarch64": (
@@ -77,6 +80,7 @@ _TABLES = {
             "bpf": 280,
             "userfaultfd": 282,
             "socket": 198,
+            "memfd_create": 279,
         },
     ),
 }
@@ -84,6 +88,7 @@ _REFUSED: tuple[str, ...] = (
     *("keyctl", "add_key", "request_key"),
     *("io_uring_setup", "io_uring_enter", "io_uring_register"),
     *("perf_event_open", "bpf", "userfaultfd"),
+    "memfd_create",
 )
 
 #: Whether this machine's architecture has a filter (elsewhere the child refuses to run: see _inside).

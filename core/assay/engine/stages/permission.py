@@ -162,7 +162,16 @@ class _Explorer:
         return host if host.resolve().is_relative_to(self.layout.host_root.resolve()) else None
 
     def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
-        """Run one read-only tool call and return what the agent sees."""
+        """Run one read-only tool call and return what the agent sees (a failure is the agent's error)."""
+        try:
+            return self._call(tool, arguments)
+        except OSError as exc:
+            # strerror only: the exception's file name is a host path.
+            return f"error: {tool}: {exc.strerror or 'cannot be done'}"
+        except Exception as exc:  # noqa: BLE001 - an argument must not end the stage and drop the row's record
+            return f"error: {tool} could not be done ({type(exc).__name__})"
+
+    def _call(self, tool: str, arguments: Mapping[str, Any]) -> str:
         if tool == "environment":
             return json.dumps(
                 {
