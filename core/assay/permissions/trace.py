@@ -29,10 +29,10 @@ from ..errors import StraceNotFound
 from .model import AXES, PermissionSet
 
 __all__ = [
-    "STRACE_OPTIONS",
-    "UNKNOWN_PATH",
     "Denial",
+    "STRACE_OPTIONS",
     "StraceNotFound",
+    "UNKNOWN_PATH",
     "find_strace",
     "parse_strace",
     "with_interpreters",
