@@ -174,6 +174,53 @@ def test_flipped_or_truncated_bundles_and_archives(capsys, base_bundle, file_pic
         _answer(capsys, target if mode.startswith("zip") else bundle, extra=("--pack", str(EXAMPLE_PACK)))
 
 
+@SETTINGS
+@given(
+    drop=st.lists(st.integers(0, 10**6), max_size=3),
+    repeat=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 50)), max_size=3),
+    point=st.lists(
+        st.tuples(
+            st.sampled_from(["run_manifest", "rows", "metrics"]),
+            st.sampled_from(
+                ["missing.json", "rows.jsonl", "run.json", "metrics.json", "../outside.json", "bundle.json"]
+            ),
+        ),
+        max_size=2,
+    ),
+    delete=st.lists(st.integers(0, 10**6), max_size=2),
+    zipped=st.booleans(),
+)
+def test_manifests_with_missing_and_repeated_members(capsys, base_bundle, drop, repeat, point, delete, zipped):
+    """bundle.json's files list and document paths edited as a cheater would: always an answer, never a crash."""
+    with tempfile.TemporaryDirectory() as scratch:
+        bundle = Path(scratch) / "bundle"
+        shutil.copytree(base_bundle, bundle)
+        manifest = json.loads((bundle / "bundle.json").read_text())
+        files = manifest["files"]
+        for pick in drop:
+            if files:
+                files.pop(pick % len(files))
+        for pick, times in repeat:
+            if files:
+                files.extend(dict(files[pick % len(files)]) for _ in range(times))
+        before = {member: manifest[member]["path"] for member, _ in point}
+        for member, path in point:
+            manifest[member]["path"] = path
+        moved = any(manifest[member]["path"] != path for member, path in before.items())
+        present = sorted(p for p in bundle.rglob("*") if p.is_file() and p.name != "bundle.json")
+        for pick in delete:
+            if present:
+                present.pop(pick % len(present)).unlink()
+        (bundle / "bundle.json").write_text(json.dumps(manifest))
+        target = bundle
+        if zipped:
+            target = Path(scratch) / "bundle.zip"
+            zip_bundle(bundle, target)
+        code = _answer(capsys, target, extra=("--pack", str(EXAMPLE_PACK)))
+        if drop or repeat or moved or delete:
+            assert code == 1  # every such edit contradicts the seal or leaves a document unsealed
+
+
 def test_mutations_exercised_both_answers():
     """Runs last in this module: the mutations above produced valid and invalid inputs alike."""
     if len(_CODES) < examples(60):

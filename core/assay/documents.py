@@ -39,6 +39,12 @@ __all__ = [
 
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 
+#: Bounds on untrusted documents: nesting levels, the largest exact integer, and the nodes YAML aliases may add.
+MAX_DEPTH = 128
+MAX_EXACT_INT = 2**53 - 1
+MAX_ALIAS_NODES = 100_000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 # json's own string scanner: (text, index after the opening quote) -> (string, index after the closing quote).
 _scanstring: Callable[[str, int], tuple[str, int]] = _json_scanstring
 
@@ -97,6 +103,8 @@ def _plain(node: Any, pointer: str, lines: dict[str, int]) -> Any:
     if node is None or isinstance(node, bool):
         return node
     if isinstance(node, int):
+        if abs(node) > MAX_EXACT_INT:
+            raise DocumentError(f"{pointer or '/'}: integer {node} is outside JSON's exact range (2^53 - 1)")
         return int(node)
     if isinstance(node, float):
         if node != node or node in (float("inf"), float("-inf")):
@@ -159,6 +167,8 @@ def _plain_fast(node: Any, pointer: str) -> Any:
     if node is None or isinstance(node, bool):
         return bool(node) if node is not None else None
     if isinstance(node, int):
+        if abs(node) > MAX_EXACT_INT:
+            raise DocumentError(f"{pointer or '/'}: integer {node} is outside JSON's exact range (2^53 - 1)")
         return int(node)  # ruamel's round-trip ScalarInt and friends become plain ints
     if isinstance(node, str):
         return str(node)
@@ -171,16 +181,68 @@ def _plain_fast(node: Any, pointer: str) -> Any:
     raise DocumentError(f"{pointer or '/'}: unsupported YAML value {node!r}")
 
 
-def parse_yaml_text(text: str, path: Path) -> SourceDocument:
-    """Parse YAML text into plain JSON data; lines are found lazily (round-trip parse)."""
+def _check_yaml_shape(text: str) -> None:
+    """Refuse YAML that would be dangerous to build: too deep, or aliases that multiply (the "billion laughs").
+
+    Runs over the parser's events, which LibYAML produces without recursion;
+    building the tree recurses (a few thousand levels overflow the stack) and
+    expands every alias, so both are bounded here first.
+    """
+    from ruamel.yaml import YAML, events
     from ruamel.yaml.error import YAMLError
 
+    sizes: dict[str, int] = {}  # anchor -> nodes it stands for, aliases inside counted in full
+    open_nodes: list[tuple[str | None, int]] = []  # (anchor, nodes so far) per open collection
+    added = 0
+    try:
+        for event in YAML(typ="safe", pure=False).parse(text):
+            if isinstance(event, events.MappingStartEvent | events.SequenceStartEvent):
+                if len(open_nodes) >= MAX_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else None
+                    raise DocumentError(f"malformed YAML: nested too deep (more than {MAX_DEPTH} levels)", line)
+                open_nodes.append((event.anchor, 1))
+            elif isinstance(event, events.MappingEndEvent | events.SequenceEndEvent):
+                anchor, size = open_nodes.pop()
+                if anchor:
+                    sizes[anchor] = size
+                if open_nodes:
+                    parent_anchor, parent_size = open_nodes[-1]
+                    open_nodes[-1] = (parent_anchor, parent_size + size)
+            elif isinstance(event, events.ScalarEvent | events.AliasEvent):
+                size = sizes.get(event.anchor, 1) if isinstance(event, events.AliasEvent) else 1
+                if isinstance(event, events.ScalarEvent) and event.anchor:
+                    sizes[event.anchor] = 1
+                if isinstance(event, events.AliasEvent):
+                    added += size
+                    if added > MAX_ALIAS_NODES:
+                        line = event.start_mark.line + 1 if event.start_mark else None
+                        raise DocumentError(
+                            f"malformed YAML: aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb)",
+                            line,
+                        )
+                if open_nodes:
+                    parent_anchor, parent_size = open_nodes[-1]
+                    open_nodes[-1] = (parent_anchor, parent_size + size)
+    except YAMLError as exc:
+        raise _yaml_error(exc) from None
+
+
+def parse_yaml_text(text: str, path: Path) -> SourceDocument:
+    """Parse YAML text into plain JSON data; lines are found lazily (round-trip parse).
+
+    Bounded like JSON (:func:`parse_json_text`): depth, integers, aliases.
+    """
+    from ruamel.yaml.error import YAMLError
+
+    _check_yaml_shape(text)
     try:
         node = _fast_yaml().load(text)
     except (YAMLError, ValueError, RecursionError) as exc:
         raise _yaml_error(exc) from None
     try:
         data = _plain_fast(node, "")
+    except RecursionError:
+        raise DocumentError("malformed YAML: an alias refers to the collection that holds it") from None
     except DocumentError as exc:
         lines = _yaml_lines(text)
         pointer = str(exc).split(":", 1)[0].rstrip("/")
@@ -204,15 +266,63 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _exact_int(text: str) -> int:
+    value = int(text)
+    if abs(value) > MAX_EXACT_INT:
+        raise ValueError(f"integer {text[:40]} is outside JSON's exact range (at most 2^53 - 1 in size)")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is not finite as a double")
+    return value
+
+
 def parse_json_text(text: str, path: Path) -> SourceDocument:
-    """Parse strict JSON (no duplicate keys, no NaN) with a lazily built pointer-to-line map."""
+    """Parse strict JSON with a lazily built pointer-to-line map.
+
+    Strict: no duplicate keys, no NaN, every number exact as a double
+    (integers within 2^53 - 1, no overflow to infinity), no lone surrogates,
+    and at most :data:`MAX_DEPTH` levels: the domain every reader and the
+    canonical hash (RFC 8785) agree on.
+    """
     try:
-        data = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
+        data = json.loads(
+            text,
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_reject_constant,
+            parse_int=_exact_int,
+            parse_float=_finite_float,
+        )
     except json.JSONDecodeError as exc:
         raise DocumentError(f"malformed JSON: {exc.msg}", exc.lineno) from None
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise DocumentError(f"malformed JSON: nested too deep (more than {MAX_DEPTH} levels)") from None
+    except ValueError as exc:
         raise DocumentError(f"malformed JSON: {exc}") from None
+    _check_tree(data, surrogates="\\ud" in text.lower())
     return SourceDocument(path, data, lambda: json_pointer_lines(text))
+
+
+def _check_tree(data: Any, *, surrogates: bool) -> None:
+    """Depth (and, when the text has such escapes, lone surrogates) of parsed JSON, without recursion."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > MAX_DEPTH:
+                raise DocumentError(f"malformed JSON: nested too deep (more than {MAX_DEPTH} levels)")
+            if surrogates:
+                stack.extend((key, depth) for key in node)
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            if depth > MAX_DEPTH:
+                raise DocumentError(f"malformed JSON: nested too deep (more than {MAX_DEPTH} levels)")
+            stack.extend((value, depth + 1) for value in node)
+        elif surrogates and isinstance(node, str) and _SURROGATE.search(node):
+            raise DocumentError("malformed JSON: a string holds a lone surrogate (not Unicode text)")
 
 
 _WS = re.compile(r"[ \t\n\r]*")

@@ -13,14 +13,23 @@ from typing import Any
 
 import rfc8785
 
+from .errors import DocumentError
+
 __all__ = ["canonical_json", "digest_bytes", "digest_document", "digest_file", "file_entry", "is_digest"]
 
 _CHUNK = 1 << 20
 
 
 def canonical_json(document: Any) -> bytes:
-    """The RFC 8785 (JCS) canonical serialization of a JSON value."""
-    return rfc8785.dumps(document)
+    """The RFC 8785 (JCS) canonical serialization of a JSON value.
+
+    Raises :class:`~assay.errors.DocumentError` for a value JSON cannot hold
+    exactly: an integer beyond 2^53 - 1, a non-finite number, a lone surrogate.
+    """
+    try:
+        return rfc8785.dumps(document)
+    except rfc8785.CanonicalizationError as exc:
+        raise DocumentError(f"cannot be hashed as canonical JSON: {exc}") from None
 
 
 def digest_bytes(data: bytes) -> str:

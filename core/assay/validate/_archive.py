@@ -1,10 +1,12 @@
 """Unpacking untrusted bundle archives without letting them escape their folder.
 
 Every member is checked before anything is written: no absolute paths, no
-``..`` segments, no links or device files, no duplicate names, and limits on
-file count, total size and compression ratio (zip bombs). Extraction then
-counts the bytes it really writes, so a header that lies about sizes cannot
-get past the limits either.
+``..`` segments, no links or device files, no encryption, no duplicate
+names, and limits on file count, total size and compression ratio (zip
+bombs). Extraction then counts the bytes it really writes against a budget
+that grows with the archive's own size (:attr:`ArchiveLimits.max_expansion`),
+so neither a header that lies about sizes nor many members that each stay
+under the ratio can write much more than an honest bundle of that size would.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ class ArchiveLimits:
     max_files: int = 10_000
     max_total_bytes: int = 4 << 30
     max_ratio: int = 1_000
+    #: Bytes written per byte of archive, over the whole archive (rows compress 10-50x), with a floor for tiny ones.
+    max_expansion: int = 200
+    min_budget_bytes: int = 64 << 20
+
+    def budget(self, archive_bytes: int) -> int:
+        """How many bytes an archive of ``archive_bytes`` may write in all."""
+        return min(self.max_total_bytes, max(self.min_budget_bytes, archive_bytes * self.max_expansion))
 
 
 def _member_path(name: str) -> PurePosixPath:
@@ -40,7 +49,7 @@ def _member_path(name: str) -> PurePosixPath:
     return path
 
 
-def _check_members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[zipfile.ZipInfo]:
+def _check_members(archive: zipfile.ZipFile, limits: ArchiveLimits, budget: int) -> list[zipfile.ZipInfo]:
     members = archive.infolist()
     if len(members) > limits.max_files:
         raise ArchiveError(f"{len(members)} members exceed the limit of {limits.max_files}")
@@ -48,18 +57,21 @@ def _check_members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[zipf
     seen: set[str] = set()
     for info in members:
         path = _member_path(info.filename)
+        if info.flag_bits & 0x1:
+            raise ArchiveError(f"member {info.filename!r} is encrypted; a bundle must be readable without a password")
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
             raise ArchiveError(f"member {info.filename!r} is a symbolic link")
-        if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        # No file type at all (Python's writestr, many Windows tools) means a plain file; any other type is refused.
+        if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise ArchiveError(f"member {info.filename!r} is not a regular file or folder")
         key = path.as_posix().rstrip("/")
         if key in seen:
             raise ArchiveError(f"member {info.filename!r} appears twice")
         seen.add(key)
         total += info.file_size
-        if total > limits.max_total_bytes:
-            raise ArchiveError(f"uncompressed size exceeds the limit of {limits.max_total_bytes} bytes")
+        if total > budget:
+            raise ArchiveError(f"uncompressed size exceeds this archive's budget of {budget} bytes")
         if info.compress_size and info.file_size / info.compress_size > limits.max_ratio:
             raise ArchiveError(f"member {info.filename!r} has a compression ratio over {limits.max_ratio} (zip bomb)")
     return members
@@ -72,8 +84,9 @@ def extract_archive(archive_path: Path, destination: Path, limits: ArchiveLimits
     the archive wraps everything in one. Raises :class:`ArchiveError`.
     """
     try:
+        budget = limits.budget(archive_path.stat().st_size)
         with zipfile.ZipFile(archive_path) as archive:
-            members = _check_members(archive, limits)
+            members = _check_members(archive, limits, budget)
             written = 0
             root = destination.resolve()
             for info in members:
@@ -89,12 +102,15 @@ def extract_archive(archive_path: Path, destination: Path, limits: ArchiveLimits
                     while chunk := source.read(1 << 20):
                         remaining -= len(chunk)
                         written += len(chunk)
-                        if remaining < 0 or written > limits.max_total_bytes:
+                        if remaining < 0:
                             raise ArchiveError(f"member {info.filename!r} is larger than its header says")
+                        if written > budget:
+                            raise ArchiveError(f"extraction passed this archive's budget of {budget} bytes")
                         sink.write(chunk)
     except ArchiveError:
         raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError, ValueError,
+            RuntimeError) as exc:  # fmt: skip  # RuntimeError: zipfile's "password required"
         raise ArchiveError(f"not a readable zip archive: {exc}") from None
     except OSError as exc:
         raise ArchiveError(f"cannot extract: {exc.strerror or exc}") from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -41,11 +41,25 @@ def _check_seal(
     root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name: Callable[[str], str], report: Report
 ) -> None:
     listed: set[str] = set()
+    repeated: dict[str, int] = {}
     for index, entry in enumerate(get(manifest, "files", default=[]) or []):
         relative = get(entry, "path")
         if not isinstance(relative, str):
             continue
         pointer = f"/files/{index}"
+        if relative in listed:
+            # Each file is hashed once: a list naming one file thousands of times costs nothing but a finding.
+            repeated[relative] = repeated.get(relative, 0) + 1
+            if repeated[relative] == 1:
+                report.add(
+                    name(BUNDLE_MANIFEST),
+                    f"{relative} is listed more than once in files",
+                    rank=Rank.INTEGRITY,
+                    code="duplicate-file",
+                    line=bundle_doc.line_of(pointer),
+                    pointer=pointer,
+                )
+            continue
         listed.add(relative)
         path = safe_child(root, relative)
         if path is None:
@@ -86,6 +100,43 @@ def _check_seal(
                 rank=Rank.INTEGRITY,
                 code="unlisted-file",
             )
+
+
+#: The members of bundle.json naming the documents every bundle must hold, sealed.
+REQUIRED_DOCUMENTS = ("run_manifest", "rows", "metrics")
+
+
+def _required_documents(
+    root: Path, manifest: dict[str, Any], bundle_doc: SourceDocument, name: Callable[[str], str], report: Report
+) -> tuple[Path, Path, Path] | None:
+    """The run manifest, rows and metrics files: each must exist, be a regular file and be listed in ``files``.
+
+    A bundle whose manifest names a missing document is refused outright (a
+    check that is skipped cannot fail), and so is one whose document the seal
+    does not cover, so what is validated is always what was sealed.
+    """
+    sealed = {get(entry, "path") for entry in get(manifest, "files", default=[]) or []}
+    found: list[Path] = []
+    for member in REQUIRED_DOCUMENTS:
+        relative = manifest[member]["path"]
+        pointer = f"/{member}/path"
+        path = safe_child(root, relative)
+        problem, code = None, "missing-document"
+        if path is None:
+            problem = f"{member}.path {relative!r} points outside the bundle"
+        elif (root / relative).is_symlink() or not path.is_file():
+            problem = f"{member}.path names {relative}, which is not a file in the bundle"
+        elif relative not in sealed:
+            problem, code = (
+                f"{member}.path names {relative}, which files does not list, so no seal covers it",
+                ("unsealed-document"),
+            )
+        if problem is not None:
+            line = bundle_doc.line_of(pointer)
+            report.add(name(BUNDLE_MANIFEST), problem, rank=Rank.INTEGRITY, code=code, line=line, pointer=pointer)
+        elif path is not None:
+            found.append(path)
+    return (found[0], found[1], found[2]) if len(found) == 3 else None
 
 
 def _resolve_pack(identity: dict[str, Any], registry: Registry, pack_root: Path | None) -> tuple[Pack | None, str]:
@@ -133,11 +184,13 @@ def _check_contents(
 ) -> None:
     """Everything after the seal: run manifest, pack identity, rows, metrics."""
 
+    documents = _required_documents(root, manifest, bundle_doc, name, report)
+    if documents is None:
+        return
+    run_path, rows_path, metrics_path = documents
+
     # ------------------------------------------------------------ run manifest
     run_rel = manifest["run_manifest"]["path"]
-    run_path = safe_child(root, run_rel)
-    if run_path is None or not run_path.is_file():
-        return
     run_doc = read_document(run_path, name(run_rel), report)
     if (
         run_doc is None
@@ -227,9 +280,6 @@ def _check_contents(
 
     # ------------------------------------------------------------ rows
     rows_rel = manifest["rows"]["path"]
-    rows_path = safe_child(root, rows_rel)
-    if rows_path is None or not rows_path.is_file():
-        return
     rows = _without_gc(_check_rows, rows_path, name(rows_rel), plan, case_index, registry, report)
     if rows is None:
         return
@@ -246,9 +296,6 @@ def _check_contents(
 
     # ------------------------------------------------------------ metrics
     metrics_rel = manifest["metrics"]["path"]
-    metrics_path = safe_child(root, metrics_rel)
-    if metrics_path is None or not metrics_path.is_file():
-        return
     metrics_doc = read_document(metrics_path, name(metrics_rel), report)
     if (
         metrics_doc is None
@@ -363,6 +410,42 @@ def _without_gc(function: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs)
             gc.enable()
 
 
+#: The largest row read, and how many unreadable rows running stop the reading of a rows file.
+MAX_ROW_BYTES = 16 << 20
+MAX_UNREADABLE_ROWS = 1_000
+
+
+def _row_lines(path: Path) -> Iterator[tuple[int, bytes | None, bool]]:
+    """(line number, the row's bytes or None when over :data:`MAX_ROW_BYTES`, whether it ended with a newline).
+
+    Read line by line with a bound, so neither a huge row nor millions of
+    blank lines are ever held in memory at once.
+    """
+    with open(path, "rb") as handle:
+        number = 0
+        while line := handle.readline(MAX_ROW_BYTES + 1):
+            number += 1
+            if len(line) > MAX_ROW_BYTES:
+                ended = line.endswith(b"\n")
+                while not ended and (rest := handle.readline(1 << 20)):
+                    ended = rest.endswith(b"\n")
+                yield number, None, ended
+            elif line.endswith(b"\n"):
+                yield number, line[:-1], True
+            else:
+                yield number, line, False
+
+
+def _parse_row(raw: bytes | None) -> tuple[Any, str | None, str]:
+    """(parsed row, the problem or None, the finding code)."""
+    if raw is None:
+        return None, f"row is larger than {MAX_ROW_BYTES >> 20} MiB, so it was not read", "row-size"
+    try:
+        return orjson.loads(raw), None, ""
+    except (orjson.JSONDecodeError, RecursionError) as exc:
+        return None, f"not a JSON row: {str(exc).splitlines()[0]}", "parse"
+
+
 def _row_error(
     report: Report, file: str, line: int, pointer: str, message: str, rank: Rank, code: str, counts: dict[str, int]
 ) -> None:
@@ -390,33 +473,27 @@ def _check_rows(
     seen: dict[tuple[Any, ...], int] = {}
     rows: list[dict[str, Any]] = []
     case_digests = {case_id: entry.get("sha256") for case_id, entry in case_index.items()}
-    with open(path, "rb") as handle:
-        raw_lines = handle.read().split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
-    else:
-        report.add(
-            file,
-            "the last row does not end with a newline (truncated file?)",
-            rank=Rank.UNREADABLE,
-            code="truncated",
-            line=len(raw_lines),
-        )
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            row = orjson.loads(raw)
-        except (orjson.JSONDecodeError, RecursionError) as exc:
-            _row_error(
-                report,
+    unreadable = 0
+    for number, raw, ended in _row_lines(path):
+        if not ended:
+            report.add(
                 file,
-                number,
-                "",
-                f"not a JSON row: {str(exc).splitlines()[0]}",
-                Rank.UNREADABLE,
-                "parse",
-                counts,
+                "the last row does not end with a newline (truncated file?)",
+                rank=Rank.UNREADABLE,
+                code="truncated",
+                line=number,
             )
+        row, problem, code = _parse_row(raw)
+        if problem is not None:
+            unreadable += 1
+            _row_error(report, file, number, "", problem, Rank.UNREADABLE, code, counts)
+            if unreadable >= MAX_UNREADABLE_ROWS:
+                # Blank lines compress to nothing: a small upload could otherwise hold millions of findings.
+                message = f"stopped reading at line {number}: {MAX_UNREADABLE_ROWS} rows running could not be read"
+                report.add(file, message, rank=Rank.UNREADABLE, code="parse", line=number)
+                return None
             continue
+        unreadable = 0
         if not isinstance(row, dict):
             _row_error(report, file, number, "", "a row must be a JSON object", Rank.SCHEMA, "schema:type", counts)
             continue

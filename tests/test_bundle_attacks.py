@@ -1,0 +1,267 @@
+"""Bundles a cheater builds with assay's own library: each is re-sealed consistently and must still be refused.
+
+Every test takes an honest synthetic bundle, changes it the way someone
+gaming a leaderboard would, re-seals it with :func:`assay.bundle.seal_bundle`
+(so the digests agree), and asserts that ``assay validate`` refuses it with a
+finding naming the file and the reason, never a traceback. The malformed and
+oversized inputs are bounded: they must be refused, not parsed to the end.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLE_PACK
+
+from assay.bundle import BUNDLE_MANIFEST, METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, zip_bundle
+from assay.documents import DocumentError, load_document
+from assay.hashing import canonical_json, file_entry
+from assay.validate import validate_path
+
+
+def _codes(report) -> set[str]:
+    return {issue.code for issue in report.issues}
+
+
+def _manifest(bundle: Path) -> dict:
+    return json.loads((bundle / BUNDLE_MANIFEST).read_text())
+
+
+def _reseal(bundle: Path, edit=None) -> None:
+    """Seal the directory again (as the cheater would), then apply ``edit`` to the manifest and write it back."""
+    manifest = _manifest(bundle)
+    rows = (bundle / ROWS_FILE).read_bytes().count(b"\n") if (bundle / ROWS_FILE).exists() else 0
+    seal_bundle(bundle, pack=manifest["pack"], row_count=rows)
+    if edit is not None:
+        manifest = _manifest(bundle)
+        edit(manifest)
+        (bundle / BUNDLE_MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+def _validate(bundle, host, **options):
+    return validate_path(bundle, host.registry, pack=EXAMPLE_PACK, **options)
+
+
+# -- the three documents and the rows are required and sealed -----------------------------------------------------
+
+
+@pytest.mark.parametrize("member", ["run_manifest", "rows", "metrics"])
+def test_a_manifest_naming_a_missing_document_is_refused(bundle_dir, builtins_host, member):
+    def point_away(manifest):
+        manifest[member]["path"] = "nowhere.json"
+
+    _reseal(bundle_dir, point_away)
+    report = _validate(bundle_dir, builtins_host)
+    assert "missing-document" in _codes(report)
+    assert any(member in issue.message and "nowhere.json" in issue.message for issue in report.issues)
+
+
+def test_a_bundle_of_junk_files_naming_no_real_pack_is_refused(bundle_dir, builtins_host):
+    """bundle.json plus three junk files, sealed, naming a pack that does not exist and documents that are not there."""
+    manifest = _manifest(bundle_dir)
+    for entry in manifest["files"]:
+        (bundle_dir / entry["path"]).unlink()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (bundle_dir / name).write_text(name)
+    manifest["files"] = [file_entry(bundle_dir, bundle_dir / name) for name in ("a.txt", "b.txt", "c.txt")]
+    manifest["pack"] = {"name": "no-such-pack", "version": "1.0.0", "digest": "sha256:" + "0" * 64}
+    (bundle_dir / BUNDLE_MANIFEST).write_text(json.dumps(manifest))
+    report = validate_path(bundle_dir, builtins_host.registry)
+    assert not report.ok
+    assert "missing-document" in _codes(report)
+
+
+def test_fabricated_metrics_sealed_beside_the_claimed_path_are_refused(bundle_dir, builtins_host):
+    """A sealed metrics.json with invented numbers, while metrics.path names a file that does not exist."""
+    metrics = json.loads((bundle_dir / METRICS_FILE).read_text())
+    for claim in metrics["metrics"]:
+        claim["value"] = 1.0
+    (bundle_dir / METRICS_FILE).write_text(json.dumps(metrics))
+
+    def point_away(manifest):
+        manifest["metrics"]["path"] = "elsewhere/metrics.json"
+
+    _reseal(bundle_dir, point_away)
+    assert "missing-document" in _codes(_validate(bundle_dir, builtins_host))
+
+
+def test_a_document_the_seal_does_not_list_is_refused(bundle_dir, builtins_host):
+    """The sealed metrics.json stays honest for show; metrics.path names an unsealed copy with other numbers."""
+    metrics = json.loads((bundle_dir / METRICS_FILE).read_text())
+    metrics["metrics"][0]["value"] = 1.0
+    (bundle_dir / "metrics-real.json").write_text(json.dumps(metrics))
+
+    def point(manifest):
+        manifest["metrics"]["path"] = "metrics-real.json"
+
+    _edit_manifest(bundle_dir, point)
+    report = _validate(bundle_dir, builtins_host)
+    assert "unsealed-document" in _codes(report)
+
+
+def test_a_file_listed_many_times_is_refused_and_hashed_once(bundle_dir, builtins_host, monkeypatch):
+    import assay.validate._bundle as bundle_module
+
+    hashed: list[Path] = []
+    real = bundle_module.digest_file
+
+    def counting(path):
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(bundle_module, "digest_file", counting)
+
+    def repeat(manifest):
+        entry = next(e for e in manifest["files"] if e["path"] == ROWS_FILE)
+        manifest["files"] += [dict(entry) for _ in range(20_000)]
+
+    _reseal(bundle_dir, repeat)
+    report = _validate(bundle_dir, builtins_host)
+    assert "duplicate-file" in _codes(report)
+    assert len(hashed) == len(set(hashed)) <= 4
+
+
+# -- parsing is bounded and never a traceback ------------------------------------------------------------------------
+
+
+def _write_run_manifest(bundle: Path, text: str) -> None:
+    """Replace the run manifest with ``text`` and list its bytes in the seal (assay's sealer refuses to hash it)."""
+    (bundle / RUN_FILE).write_text(text)
+
+    def relist(manifest):
+        manifest["files"] = [file_entry(bundle, bundle / e["path"]) for e in manifest["files"]]
+
+    _edit_manifest(bundle, relist)
+
+
+def _edit_manifest(bundle: Path, edit) -> None:
+    manifest = _manifest(bundle)
+    edit(manifest)
+    (bundle / BUNDLE_MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"spec_version": "1.1", "n": 9007199254740993}', "exact range"),
+        ('{"spec_version": "1.1", "n": 1e400}', "finite"),
+        ('{"spec_version": "1.1", "s": "\\udc80"}', "surrogate"),
+        ("[" * 5_000 + "]" * 5_000, "deep"),
+    ],
+    ids=["integer-2^53", "float-overflow", "lone-surrogate", "deep-json"],
+)
+def test_json_outside_the_spec_domain_is_a_finding(bundle_dir, builtins_host, text, reason):
+    _write_run_manifest(bundle_dir, text)
+    report = _validate(bundle_dir, builtins_host)
+    assert not report.ok
+    assert any(reason in issue.message and issue.file.endswith(RUN_FILE) for issue in report.issues), [
+        issue.format() for issue in report.issues
+    ]
+
+
+def _alias_bomb(levels: int = 10) -> str:
+    """A few hundred bytes of YAML whose aliases expand to 9**levels strings (the "billion laughs")."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("".join(" " * i + "k:\n" for i in range(5_000)), "deep"),
+        ("a: " + "[" * 40_000 + "]" * 40_000 + "\n", "deep"),
+        (_alias_bomb(), "alias"),
+    ],
+    ids=["nested-5000", "flow-40000", "alias-bomb"],
+)
+def test_hostile_yaml_is_refused_before_it_is_built(tmp_path, text, reason):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(DocumentError, match=reason):
+        load_document(path)
+
+
+def test_canonical_json_refuses_what_it_cannot_encode_in_one_error():
+    for value in (2**53, float("inf"), "\udc80"):
+        with pytest.raises(DocumentError):
+            canonical_json({"v": value})
+
+
+def test_hash_canonical_on_out_of_range_numbers_is_one_line(cli, tmp_path):
+    for text in ('{"n": 1e400}', '{"n": 9007199254740993}'):
+        path = tmp_path / "doc.json"
+        path.write_text(text)
+        result = cli("hash", "--canonical", str(path))
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_blank_lines_in_the_rows_stop_early(bundle_dir, builtins_host):
+    with open(bundle_dir / ROWS_FILE, "ab") as handle:
+        handle.write(b"\n" * 5_000_000)
+    _reseal(bundle_dir)
+    report = _validate(bundle_dir, builtins_host)
+    assert "parse" in _codes(report)
+    assert any("stopped reading" in issue.message for issue in report.issues)
+
+
+def test_a_huge_row_is_refused_without_reading_it_whole(bundle_dir, builtins_host):
+    with open(bundle_dir / ROWS_FILE, "ab") as handle:
+        handle.write(b'{"x": "' + b"a" * (40 << 20) + b'"}\n')
+    _reseal(bundle_dir)
+    report = _validate(bundle_dir, builtins_host)
+    assert any("row is larger than" in issue.message for issue in report.issues)
+
+
+# -- archives ------------------------------------------------------------------------------------------------------
+
+
+def test_an_honest_zip_from_plain_writestr_is_accepted(bundle_dir, tmp_path, builtins_host):
+    archive = tmp_path / "plain.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(bundle_dir.rglob("*")):
+            if path.is_file():
+                zf.writestr(path.relative_to(bundle_dir).as_posix(), path.read_bytes())
+    report = _validate(archive, builtins_host)
+    assert report.ok, [issue.format() for issue in report.issues]
+
+
+def test_an_encrypted_zip_is_a_finding(tmp_path, builtins_host):
+    archive = tmp_path / "locked.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("bundle.json", b"{}")
+    data = bytearray(archive.read_bytes())
+    # Set the "encrypted" flag in the local and central headers, as a password-protected archive has.
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(signature)
+        data[at + offset] |= 1
+    archive.write_bytes(bytes(data))
+    report = validate_path(archive, builtins_host.registry)
+    assert _codes(report) == {"archive"} and "encrypted" in report.issues[0].message
+
+
+def test_extraction_stops_at_the_archives_byte_budget(tmp_path, builtins_host):
+    """Many members, each compressing only ~300x (under the per-member ratio), together far beyond the budget."""
+    import random
+
+    draw = random.Random(0)
+    archive = tmp_path / "wide.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("bundle.json", b"{}")
+        for index in range(60):
+            block = bytearray(4 << 20)
+            for at in range(0, len(block), 2000):
+                block[at] = draw.randrange(256)
+            zf.writestr(f"pad/{index}.txt", bytes(block))
+    report = validate_path(archive, builtins_host.registry)
+    assert _codes(report) == {"archive"}
+    assert "budget" in report.issues[0].message, report.issues[0].message
+
+
+def test_a_zip_of_the_bundle_written_by_assay_is_accepted(bundle_dir, tmp_path, builtins_host):
+    zip_bundle(bundle_dir, tmp_path / "b.zip")
+    assert _validate(tmp_path / "b.zip", builtins_host).ok
