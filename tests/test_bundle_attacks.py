@@ -265,3 +265,63 @@ def test_extraction_stops_at_the_archives_byte_budget(tmp_path, builtins_host):
 def test_a_zip_of_the_bundle_written_by_assay_is_accepted(bundle_dir, tmp_path, builtins_host):
     zip_bundle(bundle_dir, tmp_path / "b.zip")
     assert _validate(tmp_path / "b.zip", builtins_host).ok
+
+
+# -- provenance ------------------------------------------------------------------------------------------------------
+
+
+def _edit_run(bundle: Path, edit) -> None:
+    run = json.loads((bundle / RUN_FILE).read_text())
+    edit(run)
+    (bundle / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
+    _reseal(bundle)
+
+
+def _plugin_entry(run: dict, kind: str, name: str) -> dict:
+    return next(entry for entry in run["plugins"] if entry["kind"] == kind and entry["name"] == name)
+
+
+def test_a_look_alike_judge_under_a_registered_name_is_named(bundle_dir, builtins_host):
+    def look_alike(run):
+        run["judges"] = [{"name": "rule", "stage": "semantic"}]
+        entry = _plugin_entry(run, "judges", "rule")
+        entry.update(plugin="lookalike_judges", distribution="lookalike-judges")
+
+    _edit_run(bundle_dir, look_alike)
+    report = _validate(bundle_dir, builtins_host)
+    issue = next(issue for issue in report.issues if issue.code == "provenance-mismatch")
+    assert "judge 'rule'" in issue.message and "lookalike-judges" in issue.message and issue.line is not None
+
+
+def test_a_metric_from_another_version_is_drift_stated_as_such(bundle_dir, builtins_host):
+    metric = json.loads((bundle_dir / METRICS_FILE).read_text())["metrics"][0]["metric"]
+
+    def older(run):
+        _plugin_entry(run, "metrics", metric)["version"] = "0.0.1"
+
+    _edit_run(bundle_dir, older)
+    report = _validate(bundle_dir, builtins_host)
+    assert [issue.code for issue in report.issues] == ["version-drift"]
+    assert "0.0.1" in report.issues[0].message and metric in report.issues[0].message
+
+
+def test_a_used_component_the_manifest_does_not_place_is_named(bundle_dir, builtins_host):
+    metric = json.loads((bundle_dir / METRICS_FILE).read_text())["metrics"][0]["metric"]
+
+    def forget(run):
+        run["plugins"].remove(_plugin_entry(run, "metrics", metric))
+
+    _edit_run(bundle_dir, forget)
+    assert "provenance-missing" in _codes(_validate(bundle_dir, builtins_host))
+
+
+def test_rows_and_manifest_must_agree_on_scripted(bundle_dir, builtins_host):
+    def real_model(run):
+        for endpoint in run["endpoints"]:
+            endpoint["scripted"] = False
+            endpoint["model"]["name"] = "gpt-4o"
+
+    _edit_run(bundle_dir, real_model)
+    report = _validate(bundle_dir, builtins_host)
+    assert "scripted-mismatch" in _codes(report)
+    assert any("scripted is true" in issue.message for issue in report.issues)

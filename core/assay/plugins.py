@@ -124,6 +124,10 @@ class Registry:
         registration = None if name is None else self._by_kind[kind].get(name)
         return None if registration is None else registration.component
 
+    def registration(self, kind: str, name: str | None) -> Registration | None:
+        """The registration (component, plugin, distribution, version) of that kind and name, or None."""
+        return None if name is None else self._by_kind[kind].get(name)
+
     def names(self, kind: str) -> list[str]:
         """The sorted names of every component of a kind."""
         return sorted(self._by_kind[kind])

@@ -26,6 +26,7 @@ from ..plugins import Registry
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ..summary import compare_claims, compute_metrics
 from ._common import check_schema, get, read_document, safe_child
+from ._provenance import check_provenance, used_components
 from ._report import Rank, Report
 
 __all__ = ["validate_bundle"]
@@ -277,10 +278,11 @@ def _check_contents(
                     pointer=pointer,
                 )
     _check_run_references(run, run_doc, name(run_rel), registry, report)
+    check_provenance(run, run_doc, name(run_rel), registry, report, used_components(run))
 
     # ------------------------------------------------------------ rows
     rows_rel = manifest["rows"]["path"]
-    rows = _without_gc(_check_rows, rows_path, name(rows_rel), plan, case_index, registry, report)
+    rows = _without_gc(_check_rows, rows_path, name(rows_rel), run, case_index, registry, report)
     if rows is None:
         return
     if len(rows) != manifest["rows"]["count"]:
@@ -329,6 +331,7 @@ def _check_contents(
             )
         else:
             names.add(claim["metric"])
+    check_provenance(run, run_doc, name(run_rel), registry, report, {("metrics", metric) for metric in names})
     cases = {case_id: {"family": entry.get("family")} for case_id, entry in case_index.items()}
     context = MetricContext(plan=plan, cases=cases)
     try:
@@ -455,9 +458,12 @@ def _row_error(
 
 
 def _check_rows(
-    path: Path, file: str, plan: dict[str, Any], case_index: dict[str, Any], registry: Registry, report: Report
+    path: Path, file: str, run: dict[str, Any], case_index: dict[str, Any], registry: Registry, report: Report
 ) -> list[dict[str, Any]] | None:
     """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded)."""
+    plan = run["plan"]
+    scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
+    run_judges = {judge["name"] for judge in run["judges"]}
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
     plan_sets = {
         "case_id": set(plan["cases"]),
@@ -597,8 +603,31 @@ def _check_rows(
                 "audit-open",
                 counts,
             )
+        if key["endpoint"] in scripted and row["scripted"] != scripted[key["endpoint"]]:
+            _row_error(
+                report,
+                file,
+                number,
+                "/scripted",
+                f"row says scripted is {str(row['scripted']).lower()}, the run manifest says endpoint "
+                f"{key['endpoint']!r} is {'' if scripted[key['endpoint']] else 'not '}scripted",
+                Rank.INTEGRITY,
+                "scripted-mismatch",
+                counts,
+            )
         for stage_name, outcome in row_stages.items():
             producer = outcome["produced_by"]
+            if producer["kind"] == "judge" and producer["name"] in judges and producer["name"] not in run_judges:
+                _row_error(
+                    report,
+                    file,
+                    number,
+                    f"/stages/{stage_name}/produced_by/name",
+                    f"judge {producer['name']!r} produced this outcome but the run manifest's judges do not list it",
+                    Rank.REFERENCE,
+                    "unlisted-judge",
+                    counts,
+                )
             if producer["kind"] == "judge" and producer["name"] not in judges:
                 _row_error(
                     report,
