@@ -325,3 +325,91 @@ def test_rows_and_manifest_must_agree_on_scripted(bundle_dir, builtins_host):
     report = _validate(bundle_dir, builtins_host)
     assert "scripted-mismatch" in _codes(report)
     assert any("scripted is true" in issue.message for issue in report.issues)
+
+
+# -- signatures ------------------------------------------------------------------------------------------------------
+
+
+def test_a_signed_bundle_names_its_signer(cli, bundle_dir, tmp_path):
+    key = tmp_path / "key.pem"
+    made = cli("keygen", str(key))
+    assert made.returncode == 0 and oct(key.stat().st_mode & 0o777) == "0o600"
+    fingerprint = made.stdout.split()[-1]
+    signed = cli("sign", str(bundle_dir), "--key", str(key))
+    assert signed.returncode == 0, signed.stderr
+    result = cli("validate", "--pack", str(EXAMPLE_PACK), str(bundle_dir))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"signed by key {fingerprint}" in result.stderr
+    zip_bundle(bundle_dir, tmp_path / "signed.zip")
+    assert (
+        f"signed by key {fingerprint}"
+        in cli("validate", "--pack", str(EXAMPLE_PACK), str(tmp_path / "signed.zip")).stderr
+    )
+
+
+def test_an_unsigned_bundle_still_validates_and_says_so(cli, bundle_dir):
+    result = cli("validate", "--pack", str(EXAMPLE_PACK), str(bundle_dir))
+    assert result.returncode == 0 and "unsigned" in result.stderr
+
+
+def test_a_bundle_changed_after_signing_is_refused(bundle_dir, builtins_host, tmp_path):
+    from assay.signing import generate_key, load_private_key, sign_bundle
+
+    generate_key(tmp_path / "key.pem")
+    sign_bundle(bundle_dir, load_private_key(tmp_path / "key.pem"))
+    metrics = json.loads((bundle_dir / METRICS_FILE).read_text())
+    metrics["metrics"].pop()  # claim less, re-seal consistently: the signature no longer covers it
+    (bundle_dir / METRICS_FILE).write_text(json.dumps(metrics))
+    _reseal(bundle_dir)
+    report = _validate(bundle_dir, builtins_host)
+    assert [issue.code for issue in report.issues] == ["signature"]
+    assert "the signature is for bundle" in report.issues[0].message
+
+
+def test_a_forged_signature_is_refused(bundle_dir, builtins_host, tmp_path):
+    """A signature made with one key, presented under another key's identity (say, a trusted lab's)."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    from assay.signing import SIGNATURE_FILE, fingerprint, generate_key, load_private_key, sign_bundle
+
+    generate_key(tmp_path / "mine.pem")
+    generate_key(tmp_path / "theirs.pem")
+    forged = sign_bundle(bundle_dir, load_private_key(tmp_path / "mine.pem"))
+    theirs = load_private_key(tmp_path / "theirs.pem").public_key()
+    raw = theirs.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    forged.update(public_key=base64.b64encode(raw).decode(), key_fingerprint=fingerprint(raw))
+    (bundle_dir / SIGNATURE_FILE).write_text(json.dumps(forged))
+    report = _validate(bundle_dir, builtins_host)
+    assert [issue.code for issue in report.issues] == ["signature"]
+    assert "does not verify" in report.issues[0].message
+
+
+@pytest.mark.parametrize("content", [b"not a key", b"-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n", b"\x00" * 70_000])
+def test_a_bad_key_is_one_line(cli, bundle_dir, tmp_path, content):
+    key = tmp_path / "bad.pem"
+    key.write_bytes(content)
+    result = cli("sign", str(bundle_dir), "--key", str(key))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_rsa_key_is_refused_by_name(cli, bundle_dir, tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path = tmp_path / "rsa.pem"
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    result = cli("sign", str(bundle_dir), "--key", str(path))
+    assert result.returncode == 2 and "RSA key; assay signs with Ed25519" in result.stderr
+
+
+def test_keygen_never_overwrites(cli, tmp_path):
+    key = tmp_path / "key.pem"
+    key.write_text("someone's key")
+    result = cli("keygen", str(key))
+    assert result.returncode == 2 and key.read_text() == "someone's key"

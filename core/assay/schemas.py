@@ -47,6 +47,7 @@ DOCUMENT_NAMES: tuple[str, ...] = (
     "run_manifest",
     "bundle",
     "metrics_summary",
+    "signature",
 )
 
 #: Major spec versions this engine reads, newest last.

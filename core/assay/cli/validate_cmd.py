@@ -69,4 +69,6 @@ def _summary(facts: dict[str, Any]) -> str:
         parts.append(f"{facts['metrics_checked']} claimed numbers recomputed")
     if facts.get("digest"):
         parts.append(str(facts["digest"]))
+    if "signer" in facts:
+        parts.append(f"signed by key {facts['signer']}" if facts["signer"] else "unsigned")
     return f" ({', '.join(parts)})" if parts else ""

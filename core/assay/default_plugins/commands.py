@@ -22,11 +22,13 @@ def register_commands(register: Register) -> None:
     from ..cli.review_cmd import review_command
     from ..cli.run_cmd import run_command
     from ..cli.schema_cmd import schema_command
+    from ..cli.sign_cmd import keygen_command, sign_command
     from ..cli.validate_cmd import validate_command
 
     for command in (
         compare_command,
         hash_command,
+        keygen_command,
         pack_command,
         packs_command,
         permissions_command,
@@ -37,6 +39,7 @@ def register_commands(register: Register) -> None:
         review_command,
         run_command,
         schema_command,
+        sign_command,
         validate_command,
     ):
         register(command)

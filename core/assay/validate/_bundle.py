@@ -24,6 +24,7 @@ from ..hashing import digest_document, digest_file
 from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
+from ..signing import SIGNATURE_FILE
 from ..summary import compare_claims, compute_metrics
 from ._common import check_schema, get, read_document, safe_child
 from ._provenance import check_provenance, used_components
@@ -94,7 +95,7 @@ def _check_seal(
         relative = path.relative_to(root).as_posix()
         if path.is_symlink():
             report.add(name(relative), "symbolic links are not allowed in a bundle", rank=Rank.INTEGRITY, code="link")
-        elif path.is_file() and relative != BUNDLE_MANIFEST and relative not in listed:
+        elif path.is_file() and relative not in (BUNDLE_MANIFEST, SIGNATURE_FILE) and relative not in listed:
             report.add(
                 name(relative),
                 "file is not listed in bundle.json, so the seal does not cover it",
@@ -172,6 +173,29 @@ def validate_bundle(
         finally:
             seal.result()
             report.issues[:0] = seal_report.issues
+    _check_signature(root, manifest, name, report)
+
+
+def _check_signature(root: Path, manifest: dict[str, Any], name: Callable[[str], str], report: Report) -> None:
+    """Verify ``signature.json`` when there is one; the signer's fingerprint becomes a fact of the report."""
+    from ..signing import SignatureError, read_signature, verify_signature
+
+    path = root / SIGNATURE_FILE
+    report.facts["signer"] = None
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_file():
+        report.add(name(SIGNATURE_FILE), "must be a regular file", rank=Rank.INTEGRITY, code="signature")
+        return
+    try:
+        document = read_signature(path)
+        if isinstance(document, dict) and not check_schema(
+            SourceDocument(path, document), "signature", name(SIGNATURE_FILE), report
+        ):
+            return
+        report.facts["signer"] = verify_signature(document, digest_document(manifest))
+    except SignatureError as exc:
+        report.add(name(SIGNATURE_FILE), str(exc), rank=Rank.INTEGRITY, code="signature")
 
 
 def _check_contents(
