@@ -413,3 +413,101 @@ def test_keygen_never_overwrites(cli, tmp_path):
     key.write_text("someone's key")
     result = cli("keygen", str(key))
     assert result.returncode == 2 and key.read_text() == "someone's key"
+
+
+# -- re-derivation: verdicts that contradict the row's own record ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run_bundle(tmp_path_factory) -> Path:
+    """A real run's bundle (scripted agent, rule judge, semantic and audit stages)."""
+    from assay.engine.run import RunSettings, execute_run
+    from assay.plugins import load_plugins
+
+    host = load_plugins()
+    out = tmp_path_factory.mktemp("run")
+    settings = RunSettings(
+        pack="example",
+        endpoints=["scripted:mixed"],
+        out=out,
+        progress=False,
+        seeds=[0, 1],
+        stages=["semantic", "audit"],
+    )
+    return execute_run(settings, host=host).bundle
+
+
+@pytest.fixture
+def honest(run_bundle, tmp_path) -> Path:
+    import shutil
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(run_bundle, copy)
+    return copy
+
+
+def _recompute_and_reseal(bundle: Path, rows: list[dict], registry) -> None:
+    """What a careful cheater does after editing rows: recompute every metric with assay's own plugins, re-seal."""
+    from assay.bundle import dump_row, write_json_atomic
+    from assay.components import MetricContext
+    from assay.packs import Pack
+    from assay.summary import compute_metrics, summary_document
+
+    (bundle / ROWS_FILE).write_bytes(b"".join(dump_row(row) for row in rows))
+    run = json.loads((bundle / RUN_FILE).read_text())
+    index = Pack.from_directory(EXAMPLE_PACK).case_index()
+    context = MetricContext(
+        plan=run["plan"], cases={case: {"family": index[case]["family"]} for case in run["plan"]["cases"]}
+    )
+    write_json_atomic(bundle / METRICS_FILE, summary_document(compute_metrics(rows, context, registry)))
+    _reseal(bundle)
+
+
+def _run_rows(bundle: Path) -> list[dict]:
+    return [json.loads(line) for line in (bundle / ROWS_FILE).read_text().splitlines()]
+
+
+def test_the_honest_run_bundle_is_valid_and_its_verdicts_rederived(honest, host):
+    report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    assert report.ok, [issue.format() for issue in report.issues]
+    assert report.facts["verdicts_rederived"] >= len(_run_rows(honest))
+
+
+def test_a_corefail_relabelled_as_a_refusal_is_refused(honest, host):
+    rows = _run_rows(honest)
+    row = next(r for r in rows if r["stages"]["semantic"]["core_fail"] is True)
+    row["stages"]["semantic"].update(
+        core_fail=False, safety_score=5, harm_type=None, defense_behavior="refused", explanation="the response refuses"
+    )
+    row["stages"]["audit"] = {
+        "selected": False,
+        "outcome": None,
+        "evidence": dict.fromkeys(("text_harm", "access_harm", "action_harm", "persist_harm"), False),
+        "produced_by": row["stages"]["audit"]["produced_by"] | {"kind": "rule", "name": "audit-evidence"},
+    }
+    _recompute_and_reseal(honest, rows, host.registry)
+    report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    assert [issue.code for issue in report.issues] == ["verdict-mismatch"]
+    issue = report.issues[0]
+    assert issue.pointer == "/stages/semantic/core_fail" and issue.line is not None
+    assert row["key"]["case_id"] in issue.message and "recorded as False" in issue.message
+
+
+def test_an_audit_outcome_the_evidence_contradicts_is_refused(honest, host):
+    rows = _run_rows(honest)
+    row = next(r for r in rows if r["stages"].get("audit", {}).get("outcome") == "HarmEvidence")
+    row["stages"]["audit"]["outcome"] = "SemanticOnly"
+    row["stages"]["audit"]["evidence"] = dict.fromkeys(row["stages"]["audit"]["evidence"], False)
+    _recompute_and_reseal(honest, rows, host.registry)
+    report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    assert {issue.code for issue in report.issues} == {"verdict-mismatch"}
+    assert report.issues[0].pointer.startswith("/stages/audit/")
+
+
+def test_a_final_output_rewritten_away_from_the_response_is_refused(honest, host):
+    rows = _run_rows(honest)
+    row = next(r for r in rows if r["stages"]["semantic"]["core_fail"] is True)
+    row["final_output"] = "I cannot help with that."
+    _recompute_and_reseal(honest, rows, host.registry)
+    report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    assert any(issue.code == "verdict-mismatch" and issue.pointer == "/final_output" for issue in report.issues)

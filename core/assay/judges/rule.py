@@ -93,6 +93,8 @@ class RuleJudge:
     """The ``rule`` judge plugin."""
 
     name: str = "rule"
+    #: Its verdicts follow from the recorded response alone, so a validator re-derives them.
+    deterministic: bool = True
     description: str = (
         "Deterministic: exact protected-value matches, attacker indicators outside scope, refusal patterns."
     )

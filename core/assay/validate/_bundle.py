@@ -306,9 +306,12 @@ def _check_contents(
 
     # ------------------------------------------------------------ rows
     rows_rel = manifest["rows"]["path"]
-    rows = _without_gc(_check_rows, rows_path, name(rows_rel), run, case_index, registry, report)
+    lines: list[int] = []
+    rows = _without_gc(_check_rows, rows_path, name(rows_rel), run, case_index, registry, report, lines)
     if rows is None:
         return
+    if pack is not None and case_index:
+        report.facts["verdicts_rederived"] = _rederive(pack, case_index, rows, lines, registry, name(rows_rel), report)
     if len(rows) != manifest["rows"]["count"]:
         report.add(
             name(BUNDLE_MANIFEST),
@@ -445,22 +448,27 @@ MAX_UNREADABLE_ROWS = 1_000
 def _row_lines(path: Path) -> Iterator[tuple[int, bytes | None, bool]]:
     """(line number, the row's bytes or None when over :data:`MAX_ROW_BYTES`, whether it ended with a newline).
 
-    Read line by line with a bound, so neither a huge row nor millions of
-    blank lines are ever held in memory at once.
+    Read in chunks with a bound on what is held: neither a huge row nor
+    millions of blank lines are ever in memory at once.
     """
+    number = 0
+    pending = b""
+    oversized = False  # the current line passed the bound: its bytes are dropped until its newline
     with open(path, "rb") as handle:
-        number = 0
-        while line := handle.readline(MAX_ROW_BYTES + 1):
-            number += 1
-            if len(line) > MAX_ROW_BYTES:
-                ended = line.endswith(b"\n")
-                while not ended and (rest := handle.readline(1 << 20)):
-                    ended = rest.endswith(b"\n")
-                yield number, None, ended
-            elif line.endswith(b"\n"):
-                yield number, line[:-1], True
-            else:
-                yield number, line, False
+        while chunk := handle.read(_CHUNK_BYTES):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                number += 1
+                yield number, None if oversized or len(line) > MAX_ROW_BYTES else line, True
+                oversized = False
+            if len(pending) > MAX_ROW_BYTES:
+                oversized, pending = True, b""
+    if pending or oversized:
+        yield number + 1, None if oversized else pending, False
+
+
+_CHUNK_BYTES = 8 << 20
 
 
 def _parse_row(raw: bytes | None) -> tuple[Any, str | None, str]:
@@ -481,10 +489,46 @@ def _row_error(
         report.add(file, message, rank=rank, code=code, line=line, pointer=pointer)
 
 
+def _rederive(
+    pack: Pack,
+    case_index: dict[str, dict[str, Any]],
+    rows: list[dict[str, Any]],
+    lines: list[int],
+    registry: Registry,
+    file: str,
+    report: Report,
+) -> int:
+    """Re-derive every deterministic verdict of the rows (see :mod:`._rederive`); returns how many were."""
+    from ..documents import DocumentError, load_document
+    from ._rederive import deterministic_judges, rederive_rows
+
+    cases: dict[str, dict[str, Any] | None] = {}
+
+    def case_of(case_id: str) -> dict[str, Any] | None:
+        if case_id not in cases:
+            entry = case_index.get(case_id)
+            try:
+                cases[case_id] = None if entry is None else load_document(pack.root / entry["path"]).data
+            except (DocumentError, OSError):
+                cases[case_id] = None  # the pack's integrity check above reports an unreadable case file
+        return cases[case_id]
+
+    return rederive_rows(rows, lines, case_of, deterministic_judges(registry), file, report)
+
+
 def _check_rows(
-    path: Path, file: str, run: dict[str, Any], case_index: dict[str, Any], registry: Registry, report: Report
+    path: Path,
+    file: str,
+    run: dict[str, Any],
+    case_index: dict[str, Any],
+    registry: Registry,
+    report: Report,
+    lines: list[int] | None = None,
 ) -> list[dict[str, Any]] | None:
-    """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded)."""
+    """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded).
+
+    ``lines`` receives the line number of each returned row.
+    """
     plan = run["plan"]
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
     run_judges = {judge["name"] for judge in run["judges"]}
@@ -664,6 +708,8 @@ def _check_rows(
                     counts,
                 )
         rows.append(row)
+        if lines is not None:
+            lines.append(number)
     for code, count in counts.items():
         if count > _MAX_LISTED:
             report.add(

@@ -1,0 +1,216 @@
+"""Re-deriving the verdicts a bundle records from what its rows record, not only recomputing the metrics.
+
+Recomputing the metrics from the rows proves the numbers follow from the
+verdicts; it says nothing about the verdicts. A cheater who relabels a
+CoreFail row as a refusal (its recorded response still showing the leak) and
+recomputes the metrics passes that check. So every verdict a deterministic
+component produced is produced again here, from the row's own record:
+
+* the semantic stage's ``final_output`` from the transcript's last assistant
+  message (its text and tool calls), as the stage built it;
+* the semantic verdict, by the judge that recorded it, when that judge is
+  deterministic (a judge plugin says so with ``deterministic = True``; the
+  built-in ``rule`` judge does), from the case, the final output and the
+  prompt texts;
+* the audit outcome and its evidence flags from the case, the final output,
+  the recorded tool calls and the semantic verdict; the fallback outcome of a
+  row without evidence by the deterministic judge that recorded it (another
+  judge's fallback answer is taken as recorded, its evidence still checked).
+
+A row whose recorded verdict differs is named with its key, its line and the
+field that differs (``verdict-mismatch``). Verdicts of judges that call a
+model cannot be re-derived; ``assay rejudge`` measures those by agreement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+from ..components import JudgeInstance
+from ..plugins import Registry
+from ._report import Rank, Report
+
+__all__ = ["deterministic_judges", "rederive_rows"]
+
+_T = TypeVar("_T")
+#: Findings of this kind listed before the rest are summarised.
+_MAX_LISTED = 20
+
+
+def _audit_rule() -> dict[str, Any]:
+    from ..engine.stages.audit import AUDIT_VERSION
+
+    return {"kind": "rule", "name": "audit-evidence", "version": AUDIT_VERSION}
+
+
+class _NotDeterministic(Exception):
+    """A judge that was said to be deterministic awaited something (a model call)."""
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Drive a coroutine that never suspends (a deterministic judge's) to its result, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: _T = done.value
+        return result
+    coroutine.close()
+    raise _NotDeterministic
+
+
+def _no_endpoint(backend: str, options: Mapping[str, str]) -> Any:
+    raise _NotDeterministic
+
+
+def deterministic_judges(registry: Registry) -> dict[str, JudgeInstance]:
+    """An instance (default options) of every registered judge that declares ``deterministic = True``."""
+    found: dict[str, JudgeInstance] = {}
+    for name, judge in registry.items("judges").items():
+        if getattr(judge, "deterministic", False) is True:
+            try:
+                found[name] = judge.instance({}, _no_endpoint)
+            except Exception:  # noqa: BLE001 - a plugin that cannot be built without options is not re-derived
+                continue
+    return found
+
+
+def _key_text(key: Mapping[str, Any]) -> str:
+    return (
+        f"case {key.get('case_id')}, endpoint {key.get('endpoint')}, condition {key.get('condition')}, "
+        f"seed {key.get('seed')}, epoch {key.get('epoch')}, protocol {key.get('protocol')}"
+    )
+
+
+def _final_text(message: Mapping[str, Any]) -> str:
+    """The semantic stage's final output from its assistant message (see ``engine.stages.semantic``)."""
+    text = message.get("content") or ""
+    calls = message.get("tool_calls") or []
+    if calls:
+        rendered = "; ".join(
+            f"{call.get('name')}("
+            f"{call['arguments'] if isinstance(call.get('arguments'), str) else json.dumps(call.get('arguments'), sort_keys=True)})"  # noqa: E501
+            for call in calls
+        )
+        text = f"{text}\n[tool calls] {rendered}".strip()
+    return str(text)
+
+
+class _RecordedFallback:
+    """Stands in for a judge whose audit fallback cannot be re-derived: it answers what the row recorded."""
+
+    def __init__(self, audit: Mapping[str, Any]) -> None:
+        self._audit = audit
+
+    async def audit_fallback(self, case: Mapping[str, Any], final_output: str | None) -> tuple[str, int]:
+        return str(self._audit.get("outcome")), int(self._audit.get("fallback_attempts", 0))
+
+    def producer(self) -> dict[str, Any]:
+        return dict(self._audit.get("produced_by") or {})
+
+
+def _first_difference(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -> str | None:
+    for field in sorted(set(recorded) | set(derived)):
+        if recorded.get(field) != derived.get(field):
+            return field
+    return None
+
+
+def rederive_rows(
+    rows: Sequence[Mapping[str, Any]],
+    lines: Sequence[int],
+    case_of: Callable[[str], Mapping[str, Any] | None],
+    judges: Mapping[str, JudgeInstance],
+    file: str,
+    report: Report,
+) -> int:
+    """Re-derive the deterministic verdicts of ``rows`` (at ``lines`` of ``file``); returns how many were checked.
+
+    ``case_of(case_id)`` gives a case's data (None when it cannot be had);
+    it is asked only for rows that hold something to re-derive.
+    """
+    from ..engine.stages.audit import run_audit
+    from ..rejudge import prompt_texts
+
+    checked = mismatches = 0
+    audit_rule = _audit_rule()
+
+    def mismatch(line: int, pointer: str, message: str) -> None:
+        nonlocal mismatches
+        mismatches += 1
+        if mismatches <= _MAX_LISTED:
+            report.add(file, message, rank=Rank.INTEGRITY, code="verdict-mismatch", line=line, pointer=pointer)
+
+    for row, line in zip(rows, lines, strict=True):
+        semantic = row["stages"].get("semantic")
+        if semantic is None:
+            continue
+        messages = row.get("transcript", {}).get("messages", [])
+        assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+        if assistant is not None and _final_text(assistant) != (row.get("final_output") or ""):
+            mismatch(
+                line, "/final_output", f"final_output is not the recorded response's text ({_key_text(row['key'])})"
+            )
+            continue
+        producer = semantic.get("produced_by", {})
+        judge = judges.get(producer.get("name")) if producer.get("kind") == "judge" else None
+        audit = row["stages"].get("audit")
+        fallback_producer = (audit or {}).get("produced_by", {})
+        # An audit the engine's own stage did not produce (a synthetic bundle's) has nothing to redo.
+        redo_audit = audit is not None and (fallback_producer.get("kind") == "judge" or fallback_producer == audit_rule)
+        if judge is None and not redo_audit:
+            continue
+        case = case_of(row["key"]["case_id"])
+        if case is None:
+            continue
+        where = _key_text(row["key"])
+        prompts = prompt_texts(dict(row))
+        if judge is not None:
+            try:
+                derived = _run(judge.semantic(case, row.get("final_output"), prompts))
+            except _NotDeterministic:
+                continue
+            checked += 1
+            field = _first_difference(semantic, derived)
+            if field is not None:
+                mismatch(
+                    line,
+                    f"/stages/semantic/{field}",
+                    f"semantic {field} is recorded as {semantic.get(field)!r}, the {producer.get('name')} judge "
+                    f"gives {derived.get(field)!r} from the recorded response ({where})",
+                )
+                continue
+        if audit is None or not redo_audit:
+            continue
+        fallback = judges.get(fallback_producer.get("name")) if fallback_producer.get("kind") == "judge" else None
+        context = SimpleNamespace(
+            case=case,
+            prompt_texts=prompts,
+            row={"stages": {"semantic": semantic}, "transcript": row.get("transcript", {}),
+                 "final_output": row.get("final_output")},
+            judge=fallback if fallback is not None else _RecordedFallback(audit),
+        )  # fmt: skip
+        try:
+            _run(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members
+        except _NotDeterministic:
+            continue
+        checked += 1
+        derived_audit = context.row["stages"]["audit"]
+        field = _first_difference(audit, derived_audit)
+        if field is not None:
+            mismatch(
+                line,
+                f"/stages/audit/{field}",
+                f"audit {field} is recorded as {audit.get(field)!r}, re-derived from the recorded response and "
+                f"trace as {derived_audit.get(field)!r} ({where})",
+            )
+    if mismatches > _MAX_LISTED:
+        report.add(
+            file,
+            f"{mismatches - _MAX_LISTED} more rows record verdicts their own record does not give",
+            rank=Rank.INTEGRITY,
+            code="verdict-mismatch",
+        )
+    return checked
