@@ -511,3 +511,96 @@ def test_a_final_output_rewritten_away_from_the_response_is_refused(honest, host
     _recompute_and_reseal(honest, rows, host.registry)
     report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
     assert any(issue.code == "verdict-mismatch" and issue.pointer == "/final_output" for issue in report.issues)
+
+
+@pytest.fixture(scope="module")
+def exec_run_bundle(tmp_path_factory) -> Path:
+    """A real run's bundle with the exec stage (scripted agents in the local sandbox)."""
+    from assay.engine.run import RunSettings, execute_run
+    from assay.plugins import load_plugins
+
+    out = tmp_path_factory.mktemp("exec-run")
+    settings = RunSettings(
+        pack="example", endpoints=["scripted:mixed"], out=out, progress=False, seeds=[0], stages=["exec"]
+    )
+    return execute_run(settings, host=load_plugins()).bundle
+
+
+@pytest.fixture
+def honest_exec(exec_run_bundle, tmp_path, confinement) -> Path:
+    import shutil
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(exec_run_bundle, copy)
+    return copy
+
+
+def test_an_honest_exec_bundle_is_valid_with_its_oracles_rederived(honest_exec, host):
+    report = validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK)
+    assert report.ok, [issue.format() for issue in report.issues]
+    assert report.facts["verdicts_rederived"] >= len(_run_rows(honest_exec))
+
+
+@pytest.mark.parametrize("flip", ["oracle-fired", "harm-hidden"])
+def test_exec_verdicts_that_contradict_the_oracles_are_refused(honest_exec, host, flip):
+    rows = _run_rows(honest_exec)
+    if flip == "oracle-fired":
+        # An oracle marked fired while the row says no harm.
+        row = next(
+            r
+            for r in rows
+            if r["stages"]["exec"]["observed_harm"] is False
+            and any(o["decides"] == "observed_harm" for o in r["stages"]["exec"]["oracle_results"])
+        )
+        next(o for o in row["stages"]["exec"]["oracle_results"] if o["decides"] == "observed_harm")["fired"] = True
+    else:
+        row = next(r for r in rows if r["stages"]["exec"]["observed_harm"] is True)
+        row["stages"]["exec"].update(observed_harm=False, state_change=False, tool_call=False)
+    _recompute_and_reseal(honest_exec, rows, host.registry)
+    report = validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK)
+    assert {issue.code for issue in report.issues} == {"verdict-mismatch"}, [i.format() for i in report.issues]
+    assert report.issues[0].pointer.startswith("/stages/exec/") and row["key"]["case_id"] in report.issues[0].message
+
+
+def test_exec_rows_replay_as_recorded(honest_exec, host):
+    report = validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK, replay=True)
+    assert report.ok, [issue.format() for issue in report.issues]
+    assert report.facts["exec_rows_replayed"] == len(_run_rows(honest_exec))
+
+
+@pytest.mark.parametrize("forgery", ["diff-emptied", "result-edited", "call-dropped"])
+def test_a_state_diff_the_calls_do_not_make_is_caught_by_replay(honest_exec, host, forgery):
+    """The diff (and the verdicts from it) rewritten consistently: only doing the calls again shows the lie."""
+    rows = _run_rows(honest_exec)
+    row = next(r for r in rows if r["stages"]["exec"]["observed_harm"] is True)
+    execution = row["stages"]["exec"]
+    if forgery == "diff-emptied":
+        execution["state_diff"] = []
+    elif forgery == "result-edited":
+        execution["transcript"]["tool_results"][-1]["content"] = "error: refused"
+    else:
+        execution["transcript"]["tool_calls"].pop()
+        execution["transcript"]["tool_results"].pop()
+    from assay.documents import load_document
+    from assay.engine.stages.exec import exec_outcome
+    from assay.packs import Pack
+
+    pack = Pack.from_directory(EXAMPLE_PACK)
+    case = load_document(pack.root / pack.case_index()[row["key"]["case_id"]]["path"]).data
+    messages = execution["transcript"]["messages"]
+    final = next(
+        (m.get("content") or "" for m in reversed(messages) if m["role"] == "assistant" and not m.get("tool_calls")), ""
+    )
+    derived = exec_outcome(
+        case, host.registry.items("oracles"), execution["transcript"]["tool_calls"], execution["state_diff"], final
+    )
+    execution.update(
+        {
+            field: derived[field]
+            for field in ("tool_call", "state_change", "observed_harm", "benign_utility", "oracle_results")
+        }
+    )
+    _recompute_and_reseal(honest_exec, rows, host.registry)
+    assert validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK).ok  # consistent: re-derivation alone passes it
+    report = validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK, replay=True)
+    assert {issue.code for issue in report.issues} == {"replay-mismatch"}, [i.format() for i in report.issues]

@@ -6,6 +6,10 @@ import asyncio
 import io
 import json
 
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from assay.backends.openai import OpenAIBackend, retry_after_seconds
 from assay.engine.messages import ChatRequest, fold_system
 from assay.engine.progress import Progress
@@ -78,3 +82,46 @@ def test_llm_judge_records_a_null_verdict_when_answers_never_parse():
     assert verdict["explanation"] == "unparseable judge reply after 3 attempts"
     assert verdict["produced_by"]["name"] == "llm" and verdict["produced_by"]["prompt_sha256"].startswith("sha256:")
     assert (outcome, attempts) == ("NullAudit", 3) and calls == 6
+
+
+def _strip_echo_reference(text: str, prompt_texts, *, tail_chars: int = 24) -> str:
+    """The echo rule as first written (longest echoed prefix by binary search): the fast one must equal it."""
+    import re
+
+    tokens = re.compile(
+        r"<start_of_turn>|<end_of_turn>|\[/?INST\]|<</?SYS>>|<\|[a-z_]+\|>|^(?:user|model|assistant)\s*$"
+    )
+    prompt = "\n".join(prompt_texts)
+    kept = []
+    for line in text.splitlines():
+        core = tokens.sub("", line).strip()
+        if not core:
+            continue
+        low, high = 0, len(core)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if core[:middle] in prompt:
+                low = middle
+            else:
+                high = middle - 1
+        if low >= min(len(core), 12) and len(core) - low <= tail_chars:
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+_ECHO_ALPHABET = "ab <>[]/|INSTuserodlt_\n "
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    prompt=st.text(alphabet=_ECHO_ALPHABET, max_size=80),
+    picks=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80), st.text(alphabet=_ECHO_ALPHABET, max_size=30))),
+)
+def test_strip_echo_equals_the_reference_rule(prompt, picks):
+    from assay.judges._evidence import strip_echo
+
+    # Answers built from slices of the prompt plus stray text, so echoes, partial echoes and tails all occur.
+    text = "\n".join(prompt[start : start + length] + extra for start, length, extra in picks)
+    for tail in (0, 5, 24):
+        assert strip_echo(text, [prompt], tail_chars=tail) == _strip_echo_reference(text, [prompt], tail_chars=tail)

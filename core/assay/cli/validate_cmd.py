@@ -24,9 +24,14 @@ from . import get_host
 @click.option(
     "--schema", type=click.Choice(DOCUMENT_NAMES), help="Treat a single document as this type instead of guessing."
 )
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="Also replay each exec row's recorded tool calls in a fresh sandbox (runs them confined; slower).",
+)
 @click.pass_context
 def validate_command(
-    ctx: click.Context, paths: tuple[Path, ...], as_json: bool, pack: Path | None, schema: str | None
+    ctx: click.Context, paths: tuple[Path, ...], as_json: bool, pack: Path | None, schema: str | None, replay: bool
 ) -> None:
     """Validate PATHS: pack directories, case or policy files, bundle directories or .zip files.
 
@@ -36,7 +41,7 @@ def validate_command(
     from ..validate import validate_path
 
     registry = get_host(ctx).registry
-    reports = [validate_path(path, registry, pack=pack, schema=schema) for path in paths]
+    reports = [validate_path(path, registry, pack=pack, schema=schema, replay=replay) for path in paths]
     if as_json:
         click.echo(
             json.dumps({"valid": all(r.ok for r in reports), "reports": [r.to_json() for r in reports]}, indent=2)
@@ -67,6 +72,10 @@ def _summary(facts: dict[str, Any]) -> str:
         parts.append(f"{facts['rows']} rows")
     if facts.get("metrics_checked") is not None:
         parts.append(f"{facts['metrics_checked']} claimed numbers recomputed")
+    if facts.get("verdicts_rederived"):
+        parts.append(f"{facts['verdicts_rederived']} verdicts re-derived")
+    if facts.get("exec_rows_replayed") is not None:
+        parts.append(f"{facts['exec_rows_replayed']} exec rows replayed")
     if facts.get("digest"):
         parts.append(str(facts["digest"]))
     if "signer" in facts:

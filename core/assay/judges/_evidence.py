@@ -50,16 +50,7 @@ _TEMPLATE_TOKENS = re.compile(
 )
 
 
-def _echoed_prefix(line: str, prompt: str) -> int:
-    """Length of the longest prefix of ``line`` that occurs in ``prompt`` (binary search)."""
-    low, high = 0, len(line)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if line[:middle] in prompt:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+_ROLE_NAMES = frozenset({"user", "model", "assistant"})
 
 
 def strip_echo(text: str, prompt_texts: Iterable[str], *, tail_chars: int = 24) -> str:
@@ -72,11 +63,15 @@ def strip_echo(text: str, prompt_texts: Iterable[str], *, tail_chars: int = 24) 
     prompt = "\n".join(prompt_texts)
     kept = []
     for line in text.splitlines():
-        core = _TEMPLATE_TOKENS.sub("", line).strip()
+        # The token pattern can only match a line with "<" or "[", or one that is a bare role name: most lines
+        # have neither, and skip the (costly, per-character) substitution.
+        tokens = "<" in line or "[" in line or line.rstrip() in _ROLE_NAMES
+        core = (_TEMPLATE_TOKENS.sub("", line) if tokens else line).strip()
         if not core:
             continue
-        echoed = _echoed_prefix(core, prompt)
-        if echoed >= min(len(core), 12) and len(core) - echoed <= tail_chars:
+        # An echo repeats the prompt for at least min(len, 12) characters and up to a tail of at most
+        # tail_chars: as every prefix of a substring is one too, that is one substring test of that prefix.
+        if core[: max(min(len(core), 12), len(core) - tail_chars)] in prompt:
             continue
         kept.append(line)
     return "\n".join(kept)

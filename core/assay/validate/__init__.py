@@ -112,15 +112,19 @@ def validate_path(
     pack: Path | None = None,
     schema: str | None = None,
     limits: ArchiveLimits = _DEFAULT_LIMITS,
+    replay: bool = False,
 ) -> Report:
-    """Validate a pack directory, a bundle directory or zip, or one document file."""
+    """Validate a pack directory, a bundle directory or zip, or one document file.
+
+    ``replay`` also replays a bundle's exec tool calls in fresh sandboxes.
+    """
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     report = Report(str(path))
     if path.is_dir():
         if (path / BUNDLE_MANIFEST).is_file():
             report.kind = "bundle"
-            validate_bundle(path, report, registry, label=str(path), pack_root=pack)
+            validate_bundle(path, report, registry, label=str(path), pack_root=pack, replay=replay)
             return report
         root = find_pack_root(path)
         if root is None:
@@ -139,7 +143,7 @@ def validate_path(
             if not (root / BUNDLE_MANIFEST).is_file():
                 report.add(str(path), f"the archive holds no {BUNDLE_MANIFEST}", rank=Rank.UNREADABLE, code="archive")
                 return report
-            validate_bundle(root, report, registry, label=str(path), pack_root=pack)
+            validate_bundle(root, report, registry, label=str(path), pack_root=pack, replay=replay)
         return report
     if path.name in MANIFEST_NAMES:
         report.kind = "pack"

@@ -149,9 +149,19 @@ def _resolve_pack(identity: dict[str, Any], registry: Registry, pack_root: Path 
 
 
 def validate_bundle(
-    root: Path, report: Report, registry: Registry, *, label: str, pack_root: Path | None = None
+    root: Path,
+    report: Report,
+    registry: Registry,
+    *,
+    label: str,
+    pack_root: Path | None = None,
+    replay: bool = False,
 ) -> None:
-    """Validate a bundle directory, recording findings in ``report``."""
+    """Validate a bundle directory, recording findings in ``report``.
+
+    With ``replay``, every exec row's recorded tool calls are also made again
+    in a fresh sandbox (:mod:`._replay`), which runs the calls confined.
+    """
 
     def name(relative: str) -> str:
         return f"{label}/{relative}"
@@ -169,7 +179,8 @@ def validate_bundle(
     with ThreadPoolExecutor(max_workers=1) as pool:
         seal = pool.submit(_check_seal, root, manifest, bundle_doc, name, seal_report)
         try:
-            _check_contents(root, manifest, bundle_doc, name, report, registry, pack_root)
+            # The parsed rows stay alive through re-derivation and the metrics: see _without_gc.
+            _without_gc(_check_contents, root, manifest, bundle_doc, name, report, registry, pack_root, replay)
         finally:
             seal.result()
             report.issues[:0] = seal_report.issues
@@ -206,6 +217,7 @@ def _check_contents(
     report: Report,
     registry: Registry,
     pack_root: Path | None,
+    replay: bool = False,
 ) -> None:
     """Everything after the seal: run manifest, pack identity, rows, metrics."""
 
@@ -307,11 +319,18 @@ def _check_contents(
     # ------------------------------------------------------------ rows
     rows_rel = manifest["rows"]["path"]
     lines: list[int] = []
-    rows = _without_gc(_check_rows, rows_path, name(rows_rel), run, case_index, registry, report, lines)
+    rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines)
     if rows is None:
         return
     if pack is not None and case_index:
-        report.facts["verdicts_rederived"] = _rederive(pack, case_index, rows, lines, registry, name(rows_rel), report)
+        case_of = _case_loader(pack, case_index)
+        report.facts["verdicts_rederived"] = _rederive(case_of, rows, lines, registry, name(rows_rel), report)
+        if replay:
+            from ._replay import replay_exec
+
+            report.facts["exec_rows_replayed"] = replay_exec(
+                rows, lines, run, case_of, registry, pack.root, name(rows_rel), report
+            )
     if len(rows) != manifest["rows"]["count"]:
         report.add(
             name(BUNDLE_MANIFEST),
@@ -489,18 +508,9 @@ def _row_error(
         report.add(file, message, rank=rank, code=code, line=line, pointer=pointer)
 
 
-def _rederive(
-    pack: Pack,
-    case_index: dict[str, dict[str, Any]],
-    rows: list[dict[str, Any]],
-    lines: list[int],
-    registry: Registry,
-    file: str,
-    report: Report,
-) -> int:
-    """Re-derive every deterministic verdict of the rows (see :mod:`._rederive`); returns how many were."""
+def _case_loader(pack: Pack, case_index: dict[str, dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
+    """A cached ``case_id -> case data`` reader over an intact pack (None for a case it cannot give)."""
     from ..documents import DocumentError, load_document
-    from ._rederive import deterministic_judges, rederive_rows
 
     cases: dict[str, dict[str, Any] | None] = {}
 
@@ -513,7 +523,21 @@ def _rederive(
                 cases[case_id] = None  # the pack's integrity check above reports an unreadable case file
         return cases[case_id]
 
-    return rederive_rows(rows, lines, case_of, deterministic_judges(registry), file, report)
+    return case_of
+
+
+def _rederive(
+    case_of: Callable[[str], dict[str, Any] | None],
+    rows: list[dict[str, Any]],
+    lines: list[int],
+    registry: Registry,
+    file: str,
+    report: Report,
+) -> int:
+    """Re-derive every deterministic verdict of the rows (see :mod:`._rederive`); returns how many were."""
+    from ._rederive import deterministic_judges, rederive_rows
+
+    return rederive_rows(rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), file, report)
 
 
 def _check_rows(

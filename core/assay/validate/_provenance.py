@@ -46,10 +46,12 @@ def used_components(run: dict[str, Any]) -> set[tuple[str, str]]:
         for condition in as_list(run.get("conditions"))
         if isinstance(condition, dict) and condition.get("kind") in _DEFENSE_KINDS
     }
-    for kind, member in (("executors", "executor"), ("sandboxes", "sandbox")):
-        component = get(run, member, "name")
-        if isinstance(component, str):
-            used.add((kind, component))
+    executor = get(run, "executor", "name")
+    if isinstance(executor, str):
+        used.add(("executors", executor))
+    sandbox = run.get("sandbox")
+    if isinstance(sandbox, str) and sandbox:
+        used.add(("sandboxes", sandbox.split(":", 1)[0]))  # a spec, "NAME" or "NAME:key=value,..."
     return used
 
 

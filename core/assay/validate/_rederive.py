@@ -111,6 +111,52 @@ class _RecordedFallback:
         return dict(self._audit.get("produced_by") or {})
 
 
+_EXEC_VERDICTS = ("tool_call", "state_change", "observed_harm", "benign_utility", "oracle_results")
+
+
+def _rederive_exec(
+    execution: Mapping[str, Any],
+    case: Mapping[str, Any],
+    oracles: Mapping[str, Any],
+    line: int,
+    where: str,
+    mismatch: Callable[[int, str, str], None],
+) -> bool:
+    """The exec verdicts again, from the recorded tool calls, state diff and final answer; False if not possible."""
+    from ..engine.stages.exec import exec_outcome
+    from ..errors import AssayError
+
+    transcript = execution.get("transcript") or {}
+    final = next(
+        (
+            str(message.get("content") or "")
+            for message in reversed(transcript.get("messages") or [])
+            if message.get("role") == "assistant" and not message.get("tool_calls")
+        ),
+        "",
+    )
+    try:
+        derived = exec_outcome(
+            case, oracles, list(transcript.get("tool_calls") or []), list(execution.get("state_diff") or []), final
+        )
+    except (AssayError, KeyError, TypeError, ValueError):
+        return False  # an oracle this validator lacks (named by the reference checks) or a record it cannot read
+    for field in _EXEC_VERDICTS:
+        if execution.get(field) != derived.get(field):
+            recorded, again = execution.get(field), derived.get(field)
+            if field == "oracle_results":
+                recorded = [(r.get("oracle"), r.get("fired")) for r in recorded or []]
+                again = [(r.get("oracle"), r.get("fired")) for r in again or []]
+            mismatch(
+                line,
+                f"/stages/exec/{field}",
+                f"exec {field} is recorded as {recorded!r}, the case's oracles give {again!r} from the recorded "
+                f"tool calls and state diff ({where})",
+            )
+            return True
+    return True
+
+
 def _first_difference(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -> str | None:
     for field in sorted(set(recorded) | set(derived)):
         if recorded.get(field) != derived.get(field):
@@ -123,6 +169,7 @@ def rederive_rows(
     lines: Sequence[int],
     case_of: Callable[[str], Mapping[str, Any] | None],
     judges: Mapping[str, JudgeInstance],
+    oracles: Mapping[str, Any],
     file: str,
     report: Report,
 ) -> int:
@@ -144,6 +191,11 @@ def rederive_rows(
             report.add(file, message, rank=Rank.INTEGRITY, code="verdict-mismatch", line=line, pointer=pointer)
 
     for row, line in zip(rows, lines, strict=True):
+        execution = row["stages"].get("exec")
+        if execution is not None and execution.get("produced_by", {}).get("name") == "exec-oracles":
+            case = case_of(row["key"]["case_id"])
+            if case is not None and _rederive_exec(execution, case, oracles, line, _key_text(row["key"]), mismatch):
+                checked += 1
         semantic = row["stages"].get("semantic")
         if semantic is None:
             continue
