@@ -12,6 +12,7 @@ def register_commands(register: Register) -> None:
     # until commands are actually wanted.
     from ..cli.compare_cmd import compare_command
     from ..cli.hash_cmd import hash_command
+    from ..cli.leaderboard_cmd import leaderboard_command
     from ..cli.pack_cmd import pack_command
     from ..cli.packs_cmd import packs_command
     from ..cli.permissions_cmd import permissions_command
@@ -29,6 +30,7 @@ def register_commands(register: Register) -> None:
         compare_command,
         hash_command,
         keygen_command,
+        leaderboard_command,
         pack_command,
         packs_command,
         permissions_command,

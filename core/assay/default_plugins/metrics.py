@@ -112,6 +112,15 @@ class RateMetric:
     keys: tuple[str, ...] = ENDPOINT_CONDITION
     requires: str | None = None
 
+    def outcome(self, row: Row) -> bool | None:
+        """This rate's outcome for one row: None when the row is outside its denominator.
+
+        What a leaderboard pairs entries on (McNemar over the same work items).
+        """
+        if self.stage not in row.get("stages", {}) or (self.applies is not None and not self.applies(row)):
+            return None
+        return bool(self.hit(row))
+
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One rate per group, with its Wilson 95% interval."""
         # Counts are taken once per (stage, hit, applies) on the finest grouping (every key field and the

@@ -313,6 +313,8 @@ def _check_contents(
                     line=run_doc.line_of(pointer),
                     pointer=pointer,
                 )
+    if case_index:
+        _check_sampling(plan, case_index, registry, run_doc, name(run_rel), report)
     _check_run_references(run, run_doc, name(run_rel), registry, report)
     check_provenance(run, run_doc, name(run_rel), registry, report, used_components(run))
 
@@ -411,6 +413,65 @@ def _check_contents(
             code="metric-mismatch",
         )
     report.facts["metrics_checked"] = len(claimed_index)
+
+
+def _check_sampling(
+    plan: dict[str, Any],
+    case_index: dict[str, dict[str, Any]],
+    registry: Registry,
+    run_doc: SourceDocument,
+    name: str,
+    report: Report,
+) -> None:
+    """The plan's cases must be exactly the pack's selection for the recorded sampling, drawn again here.
+
+    The engine plans the cases whose family supports a planned stage, then
+    applies the sampling (every case, the first N, or N per family drawn with
+    the recorded seed). A plan that drops the cases an endpoint failed, or
+    draws its own sample, no longer equals that selection.
+    """
+    from ..engine.planner import select_cases
+    from ..errors import UsageError
+
+    sampling = plan.get("sampling") or {}
+    runnable = {}
+    for case_id, entry in case_index.items():
+        family = registry.get("families", entry.get("family"))
+        if family is None:
+            return  # an unregistered family is reported elsewhere; the selection cannot be redrawn
+        if set(family.stages) & set(plan["stages"]):
+            runnable[case_id] = str(entry.get("family"))
+    strategy = sampling.get("strategy")
+    try:
+        if strategy == "all":
+            expected, _ = select_cases(runnable)
+        elif strategy in ("stratified", "limit") and isinstance(sampling.get("n"), int):
+            seed = sampling.get("seed", 0)
+            expected, _ = select_cases(
+                runnable, sample=(str(strategy), int(sampling["n"])), sample_seed=seed if isinstance(seed, int) else 0
+            )
+        else:
+            return  # a sampling this engine does not know is a schema matter
+    except UsageError:
+        return
+    if sorted(plan["cases"]) == expected:
+        return
+    lacking = sorted(set(expected) - set(plan["cases"]))
+    added = sorted(set(plan["cases"]) - set(expected))
+    described = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items()))
+    parts = []
+    if lacking:
+        parts.append(f"lacks {len(lacking)} ({', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''})")
+    if added:
+        parts.append(f"adds {len(added)} ({', '.join(added[:5])}{', ...' if len(added) > 5 else ''})")
+    report.add(
+        name,
+        f"the planned cases are not the pack's selection for sampling {described}: the plan {' and '.join(parts)}",
+        rank=Rank.COMPLETENESS,
+        code="sample-mismatch",
+        line=run_doc.line_of("/plan/cases"),
+        pointer="/plan/cases",
+    )
 
 
 def _check_run_references(

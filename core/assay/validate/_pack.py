@@ -240,5 +240,44 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
                         line=manifest_doc.line_of(pointer),
                         pointer=pointer,
                     )
+    _check_tracks(manifest, manifest_doc, manifest_name, registry, report)
     report.facts["cases"] = len(case_ids)
     return manifest
+
+
+def _check_tracks(
+    manifest: dict[str, Any], document: SourceDocument, name: str, registry: Registry, report: Report
+) -> None:
+    """Each leaderboard track names a split of the pack, stages the pack has, and a metric that can rank."""
+    raw_splits = manifest.get("splits")
+    splits: dict[str, Any] = raw_splits if isinstance(raw_splits, dict) else {}
+    stages = set(manifest.get("stages") or [])
+    seen: set[str] = set()
+    for index, track in enumerate(manifest.get("leaderboard") or []):
+        if not isinstance(track, dict):
+            continue
+        pointer = f"/leaderboard/{index}"
+        label = f"track {track.get('id')!r}"
+
+        def add(member: str, message: str, code: str, at: str = pointer) -> None:
+            at = f"{at}/{member}" if member else at
+            report.add(name, message, rank=Rank.REFERENCE, code=code, line=document.line_of(at), pointer=at)
+
+        if track.get("id") in seen:
+            add("id", f"{label} is declared twice", "duplicate-track")
+        seen.add(str(track.get("id")))
+        if track.get("split") is not None and track.get("split") not in splits:
+            add("split", f"{label} names split {track.get('split')!r}, which the pack lacks", "unknown-split")
+        for position, stage in enumerate(track.get("stages") or []):
+            if stages and stage not in stages:
+                message = f"{label} needs stage {stage!r}, which the pack's cases do not support"
+                add(f"stages/{position}", message, "unknown-stage")
+        metric = registry.get("metrics", track.get("rank_by"))
+        if metric is None:
+            add("rank_by", f"{label} ranks by {track.get('rank_by')!r}, not a registered metric", "unknown-metric")
+        elif not callable(getattr(metric, "outcome", None)):
+            message = f"metric {track.get('rank_by')!r} has no per-row outcome to pair entries on; rank by a rate"
+            add("rank_by", message, "metric-cannot-rank")
+        for position, other in enumerate(track.get("also") or []):
+            if registry.get("metrics", other) is None:
+                add(f"also/{position}", f"{label} shows {other!r}, not a registered metric", "unknown-metric")
