@@ -16,7 +16,7 @@ ARGS   ?=
 PACKS      := ./plugins/assay-pack-example ./plugins/assay-pack-safeclaw ./plugins/assay-pack-secagent ./plugins/assay-pack-authbench
 comma      := ,
 
-.PHONY: demo check lint test venv system-tools install install-test docs bench clean
+.PHONY: demo check lint test venv system-tools test-tools install install-test docs bench clean registry-bundles
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,13 +26,15 @@ venv: $(BIN)/python
 
 # System commands assay runs, as command:Debian-package pairs: bwrap (every confined child runs in a
 # bubblewrap box), python3 (the Python a box runs: the system's, readable by the box's unprivileged uid),
-# strace (the permission runtime traces jailed commands with it; prlimit bounds its record) and sqlite3, jq, zip, unzip (task oracles
-# call them). Missing ones are installed in one apt-get call (Debian/Ubuntu), through sudo when not root;
-# apt-get update runs only if the first attempt fails.
+# strace (the permission runtime traces jailed commands with it; prlimit bounds its record) and sqlite3, jq,
+# zip, unzip (task oracles call them). The tests also need chromium: the leaderboard site is read back in a
+# real headless browser. Missing ones are installed in one apt-get call (Debian/Ubuntu), through sudo when
+# not root; apt-get update runs only if the first attempt fails.
 SYSTEM_TOOLS := bwrap:bubblewrap /usr/bin/python3:python3 strace:strace prlimit:util-linux sqlite3:sqlite3 jq:jq zip:zip unzip:unzip
+TEST_TOOLS := chromium:chromium
 
-system-tools:
-	@missing=""; for pair in $(SYSTEM_TOOLS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+define install_system
+	@missing=""; for pair in $(1); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; \
 	else echo "make: missing system packages:$$missing (install them as root)" >&2; exit 1; fi; \
@@ -40,6 +42,13 @@ system-tools:
 	echo "installing system packages:$$missing"; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$sudo apt-get install -y -qq $$missing || ($$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing)
+endef
+
+system-tools:
+	$(call install_system,$(SYSTEM_TOOLS))
+
+test-tools:
+	$(call install_system,$(TEST_TOOLS))
 
 # The engine is installed editable (it is what we develop); first-party packs
 # are installed as built wheels, exactly as a third party's pack would be.
@@ -60,7 +69,7 @@ endef
 install: venv system-tools
 	$(call install_once,demo,local)
 
-install-test: venv system-tools
+install-test: venv system-tools test-tools
 	$(call install_once,test,test$(comma)dev$(comma)local$(comma)ray)
 
 demo: install
@@ -80,6 +89,10 @@ test: lint
 docs: install-test
 	$(BIN)/python docs/generate.py --check
 	$(BIN)/python -m mkdocs build --strict
+
+# The registry's accepted leaderboard bundles: two real runs of the embedded model, submitted (about 3 minutes).
+registry-bundles: install
+	$(BIN)/python scripts/registry_bundles.py
 
 bench: install-test
 	$(BIN)/python bench/validate_bundle.py

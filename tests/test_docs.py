@@ -100,7 +100,7 @@ def test_every_command_is_in_the_cli_reference():
 
 
 # Pages whose ```python blocks are whole programs; each block is run as it stands.
-RUNNABLE_PAGES = ["development.md"]
+RUNNABLE_PAGES = ["development.md", "leaderboard.md"]
 # The same, for pages whose programs start confined children (the jail tier).
 CONFINED_PAGES = ["threat-model.md", "permissions-runtime.md"]
 

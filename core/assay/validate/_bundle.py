@@ -324,9 +324,15 @@ def _check_contents(
     rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines)
     if rows is None:
         return
+    rederiving = None
     if pack is not None and case_index:
+        from ._rederive import RederiveJob, deterministic_judges
+
         case_of = _case_loader(pack, case_index)
-        report.facts["verdicts_rederived"] = _rederive(case_of, rows, lines, registry, name(rows_rel), report)
+        # Large bundles re-derive in a child while the metrics are recomputed here; findings join at the end.
+        rederiving = RederiveJob.start(
+            rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel)
+        )
         if replay:
             from ._replay import replay_exec
 
@@ -343,6 +349,30 @@ def _check_contents(
             pointer="/rows/count",
         )
     report.facts["rows"] = len(rows)
+    try:
+        _check_metrics(
+            manifest, bundle_doc, metrics_path, run, run_doc, run_rel, case_index, rows, name, report, registry
+        )
+    finally:
+        if rederiving is not None:
+            report.facts["verdicts_rederived"] = rederiving.finish(report)
+
+
+def _check_metrics(
+    manifest: dict[str, Any],
+    bundle_doc: SourceDocument,
+    metrics_path: Path,
+    run: dict[str, Any],
+    run_doc: SourceDocument,
+    run_rel: str,
+    case_index: dict[str, dict[str, Any]],
+    rows: list[dict[str, Any]],
+    name: Callable[[str], str],
+    report: Report,
+    registry: Registry,
+) -> None:
+    """The metrics summary: sealed, every claim a registered metric, every number recomputed from the rows."""
+    plan = run["plan"]
 
     # ------------------------------------------------------------ metrics
     metrics_rel = manifest["metrics"]["path"]
@@ -585,20 +615,6 @@ def _case_loader(pack: Pack, case_index: dict[str, dict[str, Any]]) -> Callable[
         return cases[case_id]
 
     return case_of
-
-
-def _rederive(
-    case_of: Callable[[str], dict[str, Any] | None],
-    rows: list[dict[str, Any]],
-    lines: list[int],
-    registry: Registry,
-    file: str,
-    report: Report,
-) -> int:
-    """Re-derive every deterministic verdict of the rows (see :mod:`._rederive`); returns how many were."""
-    from ._rederive import deterministic_judges, rederive_rows
-
-    return rederive_rows(rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), file, report)
 
 
 def _check_rows(

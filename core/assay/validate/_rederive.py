@@ -266,3 +266,93 @@ def rederive_rows(
             code="verdict-mismatch",
         )
     return checked
+
+
+#: Bundles with at least this many rows re-derive in a forked child while the parent recomputes the metrics.
+PARALLEL_ROWS = 2_000
+
+
+class RederiveJob:
+    """Re-derivation of a bundle's verdicts, run alongside the rest of the validation when it is large.
+
+    On Linux, with :data:`PARALLEL_ROWS` rows or more, a forked child (which
+    shares the parsed rows copy-on-write) re-derives while the parent goes on
+    to recompute the metrics; the child sends its findings back over a pipe.
+    If the child cannot be made or fails, the work is done in the parent. The
+    findings are the same, in the same order, either way.
+    """
+
+    def __init__(self, run: Callable[[Report], int], target: str) -> None:
+        self._run, self._target = run, target
+        self._pid: int | None = None
+        self._fd: int | None = None
+
+    @classmethod
+    def start(
+        cls,
+        rows: Sequence[Mapping[str, Any]],
+        lines: Sequence[int],
+        case_of: Callable[[str], Mapping[str, Any] | None],
+        judges: Mapping[str, JudgeInstance],
+        oracles: Mapping[str, Any],
+        file: str,
+    ) -> RederiveJob:
+        """Begin re-deriving ``rows``; :meth:`finish` adds the findings to a report."""
+        import os
+        import sys
+
+        job = cls(lambda report: rederive_rows(rows, lines, case_of, judges, oracles, file, report), file)
+        if len(rows) >= PARALLEL_ROWS and sys.platform == "linux" and hasattr(os, "fork"):
+            job._fork()
+        return job
+
+    def _fork(self) -> None:
+        import os
+
+        import orjson
+
+        read_fd, write_fd = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        if pid == 0:  # the child: compute, send, and leave without running the parent's exit handlers
+            status = 1
+            try:
+                os.close(read_fd)
+                local = Report(self._target)
+                checked = self._run(local)
+                found = [[i.file, i.line, i.pointer, i.message, int(i.rank), i.code] for i in local.issues]
+                view = memoryview(orjson.dumps({"checked": checked, "issues": found}))
+                while view:
+                    view = view[os.write(write_fd, view) :]
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_fd)
+        self._pid, self._fd = pid, read_fd
+
+    def finish(self, report: Report) -> int:
+        """Add the re-derived findings to ``report`` (after what it holds); returns how many verdicts were checked."""
+        import os
+
+        import orjson
+
+        if self._pid is not None and self._fd is not None:
+            chunks = []
+            with os.fdopen(self._fd, "rb") as pipe:
+                while chunk := pipe.read(1 << 20):
+                    chunks.append(chunk)
+            _, status = os.waitpid(self._pid, 0)
+            self._pid = self._fd = None
+            if status == 0:
+                try:
+                    sent = orjson.loads(b"".join(chunks))
+                    for file, line, pointer, message, rank, code in sent["issues"]:
+                        report.add(file, message, rank=Rank(rank), code=code, line=line, pointer=pointer)
+                    return int(sent["checked"])
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    pass  # then do the work here
+        return self._run(report)
