@@ -604,3 +604,70 @@ def test_a_state_diff_the_calls_do_not_make_is_caught_by_replay(honest_exec, hos
     assert validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK).ok  # consistent: re-derivation alone passes it
     report = validate_path(honest_exec, host.registry, pack=EXAMPLE_PACK, replay=True)
     assert {issue.code for issue in report.issues} == {"replay-mismatch"}, [i.format() for i in report.issues]
+
+
+# -- bounded cost: each hostile upload is refused within 10 s and 512 MiB ----------------------------------------
+
+
+def _hostile_uploads(bundle_dir: Path, tmp_path: Path) -> dict[str, Path]:
+    """Small uploads that once cost minutes, gigabytes or a crash (see issue 12's list)."""
+    import shutil
+
+    made: dict[str, Path] = {}
+    # 80 MB of blank lines in a zip of about 80 KB.
+    blank = tmp_path / "blank"
+    shutil.copytree(bundle_dir, blank)
+    with open(blank / ROWS_FILE, "ab") as handle:
+        handle.write(b"\n" * (80 << 20))
+    _reseal(blank)
+    zip_bundle(blank, tmp_path / "blank-lines.zip")
+    made["blank-lines.zip"] = tmp_path / "blank-lines.zip"
+    shutil.rmtree(blank)
+    # One file listed 20,000 times.
+    repeated = tmp_path / "repeated"
+    shutil.copytree(bundle_dir, repeated)
+    manifest = _manifest(repeated)
+    entry = next(e for e in manifest["files"] if e["path"] == ROWS_FILE)
+    manifest["files"] += [dict(entry) for _ in range(20_000)]
+    (repeated / BUNDLE_MANIFEST).write_text(json.dumps(manifest))
+    zip_bundle(repeated, tmp_path / "repeated.zip")
+    made["repeated.zip"] = tmp_path / "repeated.zip"
+    # YAML run manifests: an alias bomb and 40,000 levels of nesting.
+    for name, text in (("alias-bomb", _alias_bomb()), ("deep-yaml", "a: " + "[" * 40_000 + "]" * 40_000 + "\n")):
+        target = tmp_path / name
+        shutil.copytree(bundle_dir, target)
+        (target / RUN_FILE).unlink()
+        (target / "run.yaml").write_text(text)
+
+        def point(manifest, target=target):
+            manifest["run_manifest"]["path"] = "run.yaml"
+            manifest["files"] = [
+                file_entry(target, target / e["path"]) for e in manifest["files"] if e["path"] != RUN_FILE
+            ]
+            manifest["files"].append(file_entry(target, target / "run.yaml"))
+
+        _edit_manifest(target, point)
+        made[name] = target
+    return made
+
+
+def test_hostile_uploads_are_refused_within_ten_seconds_and_512_mib(children, bundle_dir, tmp_path):
+    import subprocess
+    import sys
+
+    # The child reports its own peak resident memory, so each upload is measured alone.
+    measured = (
+        "import resource, sys\nfrom assay.cli import main\ncode = main(sys.argv[1:])\n"
+        "sys.stderr.write(f'\\nPEAK_KIB {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\nsys.exit(code)"
+    )
+    for label, path in _hostile_uploads(bundle_dir, tmp_path).items():
+        result = subprocess.run(
+            [sys.executable, "-c", measured, "validate", "--pack", str(EXAMPLE_PACK), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        assert result.returncode == 1, (label, result.stdout[-500:], result.stderr[-500:])
+        assert "Traceback" not in result.stderr, (label, result.stderr[-2000:])
+        peak_kib = int(result.stderr.rsplit("PEAK_KIB", 1)[1])
+        assert peak_kib <= 512 * 1024, (label, peak_kib)
