@@ -671,3 +671,53 @@ def test_hostile_uploads_are_refused_within_ten_seconds_and_512_mib(children, bu
         assert "Traceback" not in result.stderr, (label, result.stderr[-2000:])
         peak_kib = int(result.stderr.rsplit("PEAK_KIB", 1)[1])
         assert peak_kib <= 512 * 1024, (label, peak_kib)
+
+
+@pytest.fixture(scope="module")
+def permission_run_bundle(tmp_path_factory) -> Path:
+    """A real run's bundle with the permission stage: a generated policy (D0) and the curated baseline."""
+    from assay.engine.run import RunSettings, execute_run
+    from assay.plugins import load_plugins
+
+    out = tmp_path_factory.mktemp("permission-run")
+    settings = RunSettings(
+        pack="example",
+        endpoints=["scripted:mixed"],
+        out=out,
+        progress=False,
+        seeds=[0],
+        stages=["permission"],
+        defenses=["D0", "curated"],
+    )
+    return execute_run(settings, host=load_plugins()).bundle
+
+
+@pytest.fixture
+def honest_permission(permission_run_bundle, tmp_path, confinement, strace) -> Path:
+    import shutil
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(permission_run_bundle, copy)
+    return copy
+
+
+def test_permission_scores_are_rederived_from_the_recorded_policy(honest_permission, host):
+    report = validate_path(honest_permission, host.registry, pack=EXAMPLE_PACK)
+    assert report.ok, [issue.format() for issue in report.issues]
+    assert report.facts["verdicts_rederived"] == len(_run_rows(honest_permission))
+
+
+@pytest.mark.parametrize("forgery", ["static-f1", "error-category"])
+def test_permission_scores_the_policy_does_not_give_are_refused(honest_permission, host, forgery):
+    rows = _run_rows(honest_permission)
+    row = next(r for r in rows if r["stages"]["permission"]["policy_mode"] == "generated")
+    permission = row["stages"]["permission"]
+    if forgery == "static-f1":
+        for axis in ("read", "write", "execute", "macro"):  # a perfect policy, on paper
+            permission["static"][axis].update(precision=1.0, recall=1.0, f1=1.0)
+    else:
+        permission["error_category"] = None if permission["error_category"] else "read_insufficient"
+    _recompute_and_reseal(honest_permission, rows, host.registry)
+    report = validate_path(honest_permission, host.registry, pack=EXAMPLE_PACK)
+    assert {issue.code for issue in report.issues} == {"verdict-mismatch"}, [i.format() for i in report.issues]
+    assert report.issues[0].pointer.startswith("/stages/permission/")

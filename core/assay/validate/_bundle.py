@@ -331,7 +331,7 @@ def _check_contents(
         case_of = _case_loader(pack, case_index)
         # Large bundles re-derive in a child while the metrics are recomputed here; findings join at the end.
         rederiving = RederiveJob.start(
-            rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel)
+            rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel), pack.root
         )
         if replay:
             from ._replay import replay_exec

@@ -25,7 +25,9 @@ model cannot be re-derived; ``assay rejudge`` measures those by agreement.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -114,6 +116,95 @@ class _RecordedFallback:
 _EXEC_VERDICTS = ("tool_call", "state_change", "observed_harm", "benign_utility", "oracle_results")
 
 
+class _PermissionScorer:
+    """Static scores and error categories of permission rows, from each row's recorded policy and denials.
+
+    Each case's environment is laid out once, in a private temporary folder
+    (from the pack's own files: nothing the agent touched), and the policy is
+    scored against it exactly as the stage scored it.
+    """
+
+    def __init__(self, pack_root: Path | None) -> None:
+        self.pack_root = pack_root
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self._layouts: dict[str, Any] = {}
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            self._scratch.cleanup()
+
+    def _layout(self, case_id: str, case: Mapping[str, Any]) -> Any:
+        from ..permissions.environment import materialize
+
+        if case_id not in self._layouts:
+            if self._scratch is None:
+                self._scratch = tempfile.TemporaryDirectory(prefix="assay-rederive-")
+            root = Path(self._scratch.name) / str(len(self._layouts)) / "root"
+            self._layouts[case_id] = materialize(case.get("environment"), self.pack_root, root)
+        return self._layouts[case_id]
+
+    def check(
+        self,
+        permission: Mapping[str, Any],
+        case_id: str,
+        case: Mapping[str, Any],
+        line: int,
+        where: str,
+        mismatch: Callable[[int, str, str], None],
+    ) -> bool:
+        """Re-derive ``permission``'s static scores and error category; False when there is nothing to redo."""
+        from ..engine.stages.permission import _static_scores, error_category
+        from ..errors import AssayError
+        from ..permissions.jail import RUNTIME_IMPLICIT
+        from ..permissions.model import AXES, PermissionSet
+
+        spec = case.get("permission_spec")
+        if not isinstance(spec, Mapping):
+            return False
+        policy = permission.get("policy")
+        policy_doc = None if policy is None else {axis: list(policy.get(axis) or []) for axis in AXES}
+        try:
+            if permission.get("policy_mode") == "generated" and policy_doc is not None:
+                static = _static_scores(self._layout(case_id, case), spec, policy_doc)
+                if static != permission.get("static"):
+                    mismatch(
+                        line,
+                        "/stages/permission/static",
+                        f"permission static scores are not what the recorded policy scores ({where})",
+                    )
+                    return True
+            dynamic = permission.get("dynamic") or {}
+            required = PermissionSet.from_mapping(spec["required_permissions"])
+            implicit = PermissionSet.from_mapping(spec.get("implicit_permissions")).union(RUNTIME_IMPLICIT)
+            enforced = (
+                None
+                if permission.get("policy_mode") == "unrestricted"
+                else PermissionSet.from_mapping(policy_doc or {})
+            )
+            category = (
+                error_category(
+                    bool(case.get("sensitive")),
+                    bool(dynamic.get("utility_success")),
+                    dynamic.get("attack_success"),
+                    list(dynamic.get("denials") or []),
+                    required,
+                    enforced.union(implicit) if enforced else None,
+                )
+                if permission.get("policy_mode") != "unrestricted"
+                else None
+            )
+        except (AssayError, KeyError, TypeError, ValueError, OSError):
+            return False
+        if category != permission.get("error_category"):
+            mismatch(
+                line,
+                "/stages/permission/error_category",
+                f"permission error_category is recorded as {permission.get('error_category')!r}, the recorded "
+                f"policy, denials and verifier outcomes give {category!r} ({where})",
+            )
+        return True
+
+
 def _rederive_exec(
     execution: Mapping[str, Any],
     case: Mapping[str, Any],
@@ -172,15 +263,14 @@ def rederive_rows(
     oracles: Mapping[str, Any],
     file: str,
     report: Report,
+    pack_root: Path | None = None,
 ) -> int:
     """Re-derive the deterministic verdicts of ``rows`` (at ``lines`` of ``file``); returns how many were checked.
 
     ``case_of(case_id)`` gives a case's data (None when it cannot be had);
-    it is asked only for rows that hold something to re-derive.
+    it is asked only for rows that hold something to re-derive; ``pack_root``
+    is where a permission case's environment files come from.
     """
-    from ..engine.stages.audit import run_audit
-    from ..rejudge import prompt_texts
-
     checked = mismatches = 0
     audit_rule = _audit_rule()
 
@@ -190,7 +280,44 @@ def rederive_rows(
         if mismatches <= _MAX_LISTED:
             report.add(file, message, rank=Rank.INTEGRITY, code="verdict-mismatch", line=line, pointer=pointer)
 
+    scorer = _PermissionScorer(pack_root)
+    try:
+        checked += _rederive_all(rows, lines, case_of, judges, oracles, scorer, mismatch, audit_rule)
+    finally:
+        scorer.close()
+    if mismatches > _MAX_LISTED:
+        report.add(
+            file,
+            f"{mismatches - _MAX_LISTED} more rows record verdicts their own record does not give",
+            rank=Rank.INTEGRITY,
+            code="verdict-mismatch",
+        )
+    return checked
+
+
+def _rederive_all(
+    rows: Sequence[Mapping[str, Any]],
+    lines: Sequence[int],
+    case_of: Callable[[str], Mapping[str, Any] | None],
+    judges: Mapping[str, JudgeInstance],
+    oracles: Mapping[str, Any],
+    scorer: _PermissionScorer,
+    mismatch: Callable[[int, str, str], None],
+    audit_rule: Mapping[str, Any],
+) -> int:
+    from ..engine.stages.audit import run_audit
+    from ..engine.stages.permission import PERMISSION_PROMPT_VERSION
+    from ..rejudge import prompt_texts
+
+    checked = 0
     for row, line in zip(rows, lines, strict=True):
+        permission = row["stages"].get("permission")
+        if permission is not None and permission.get("produced_by", {}).get("version") == PERMISSION_PROMPT_VERSION:
+            case = case_of(row["key"]["case_id"])
+            if case is not None and scorer.check(
+                permission, row["key"]["case_id"], case, line, _key_text(row["key"]), mismatch
+            ):
+                checked += 1
         execution = row["stages"].get("exec")
         if execution is not None and execution.get("produced_by", {}).get("name") == "exec-oracles":
             case = case_of(row["key"]["case_id"])
@@ -258,13 +385,6 @@ def rederive_rows(
                 f"audit {field} is recorded as {audit.get(field)!r}, re-derived from the recorded response and "
                 f"trace as {derived_audit.get(field)!r} ({where})",
             )
-    if mismatches > _MAX_LISTED:
-        report.add(
-            file,
-            f"{mismatches - _MAX_LISTED} more rows record verdicts their own record does not give",
-            rank=Rank.INTEGRITY,
-            code="verdict-mismatch",
-        )
     return checked
 
 
@@ -296,12 +416,13 @@ class RederiveJob:
         judges: Mapping[str, JudgeInstance],
         oracles: Mapping[str, Any],
         file: str,
+        pack_root: Path | None = None,
     ) -> RederiveJob:
         """Begin re-deriving ``rows``; :meth:`finish` adds the findings to a report."""
         import os
         import sys
 
-        job = cls(lambda report: rederive_rows(rows, lines, case_of, judges, oracles, file, report), file)
+        job = cls(lambda report: rederive_rows(rows, lines, case_of, judges, oracles, file, report, pack_root), file)
         if len(rows) >= PARALLEL_ROWS and sys.platform == "linux" and hasattr(os, "fork"):
             job._fork()
         return job
