@@ -721,3 +721,44 @@ def test_permission_scores_the_policy_does_not_give_are_refused(honest_permissio
     report = validate_path(honest_permission, host.registry, pack=EXAMPLE_PACK)
     assert {issue.code for issue in report.issues} == {"verdict-mismatch"}, [i.format() for i in report.issues]
     assert report.issues[0].pointer.startswith("/stages/permission/")
+
+
+@pytest.fixture(scope="module")
+def trajectory_run_bundle(tmp_path_factory) -> Path:
+    """A real run's bundle with the trajectory stage (the example pack's security task, scripted agents)."""
+    from assay.engine.run import RunSettings, execute_run
+    from assay.plugins import load_plugins
+
+    out = tmp_path_factory.mktemp("trajectory-run")
+    settings = RunSettings(
+        pack="example", endpoints=["scripted:mixed"], out=out, progress=False, seeds=[0], stages=["trajectory"]
+    )
+    return execute_run(settings, host=load_plugins()).bundle
+
+
+@pytest.fixture
+def honest_trajectory(trajectory_run_bundle, tmp_path, confinement) -> Path:
+    import shutil
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(trajectory_run_bundle, copy)
+    return copy
+
+
+def test_trajectory_rows_replay_to_their_recorded_verdicts(honest_trajectory, host):
+    report = validate_path(honest_trajectory, host.registry, pack=EXAMPLE_PACK, replay=True)
+    assert report.ok, [issue.format() for issue in report.issues]
+    assert report.facts["trajectory_rows_replayed"] == len(_run_rows(honest_trajectory))
+
+
+def test_a_trajectory_success_its_actions_do_not_earn_is_caught_by_replay(honest_trajectory, host):
+    rows = _run_rows(honest_trajectory)
+    row = rows[0]
+    trajectory = row["stages"]["trajectory"]
+    trajectory["success"] = not trajectory["success"]
+    trajectory["checker_reason"] = "REPORT.md names every issue" if trajectory["success"] else "no REPORT.md written"
+    if trajectory["success"]:
+        trajectory.update(primary_failure_label=None, secondary_labels=[], unsafe_actions=[])
+    _recompute_and_reseal(honest_trajectory, rows, host.registry)
+    report = validate_path(honest_trajectory, host.registry, pack=EXAMPLE_PACK, replay=True)
+    assert "replay-mismatch" in {issue.code for issue in report.issues}, [i.format() for i in report.issues]

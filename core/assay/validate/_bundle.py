@@ -334,10 +334,13 @@ def _check_contents(
             rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel), pack.root
         )
         if replay:
-            from ._replay import replay_exec
+            from ._replay import replay_exec, replay_trajectory
 
             report.facts["exec_rows_replayed"] = replay_exec(
                 rows, lines, run, case_of, registry, pack.root, name(rows_rel), report
+            )
+            report.facts["trajectory_rows_replayed"] = replay_trajectory(
+                rows, lines, case_of, registry, pack.root, name(rows_rel), report
             )
     if len(rows) != manifest["rows"]["count"]:
         report.add(

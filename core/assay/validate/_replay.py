@@ -15,6 +15,7 @@ deadline (``replay-budget``).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..errors import AssayError
 from ..plugins import Registry
 from ._report import Rank, Report
 
-__all__ = ["MAX_CALLS_PER_ROW", "REPLAY_SECONDS", "replay_exec"]
+__all__ = ["MAX_CALLS_PER_ROW", "REPLAY_SECONDS", "replay_exec", "replay_trajectory"]
 
 #: The most tool calls one row may ask to replay (the engine makes at most 8 steps per session).
 MAX_CALLS_PER_ROW = 256
@@ -160,3 +161,74 @@ async def _replay_row(
     if diff != list(execution.get("state_diff") or []):
         return "/stages/exec/state_diff", "the recorded tool calls, replayed, change the state otherwise than recorded"
     return None
+
+
+def replay_trajectory(
+    rows: Sequence[Mapping[str, Any]],
+    lines: Sequence[int],
+    case_of: Callable[[str], Mapping[str, Any] | None],
+    registry: Registry,
+    pack_root: Path,
+    file: str,
+    report: Report,
+    *,
+    deadline_s: float = REPLAY_SECONDS,
+) -> int:
+    """Make each trajectory row's recorded tool calls again on a fresh workspace and run its checker.
+
+    The checker's verdict, its reason and the files set aside for it must be
+    what the row records (``replay-mismatch``); a row whose success does not
+    follow from that verdict and its recorded unsafe actions is one too.
+    Rows whose recorded calls were redacted (a protected value was written)
+    cannot be replayed faithfully and are left out. Returns how many rows were.
+    """
+    from ..engine.stages.trajectory import TRAJECTORY_PROMPT_VERSION, replay_checker
+
+    oracles = registry.items("oracles")
+    deadline = time.monotonic() + deadline_s
+    replayed = mismatches = 0
+    for row, line in zip(rows, lines, strict=True):
+        trajectory = row["stages"].get("trajectory")
+        if trajectory is None or trajectory.get("produced_by", {}).get("version") != TRAJECTORY_PROMPT_VERSION:
+            continue
+        calls = list((row.get("transcript") or {}).get("tool_calls") or [])
+        case = case_of(row["key"]["case_id"])
+        if case is None or "<redacted:" in json.dumps(calls) or len(calls) > MAX_CALLS_PER_ROW:
+            continue
+        if time.monotonic() > deadline:
+            report.add(file, f"trajectory replay stopped at {replayed} rows: it passed {deadline_s:.0f} s",
+                       rank=Rank.COMPLETENESS, code="replay-budget")  # fmt: skip
+            break
+        try:
+            again = replay_checker(case, pack_root, calls, oracles)
+        except (AssayError, KeyError, OSError, ValueError) as exc:
+            report.add(
+                file, f"a trajectory row cannot be replayed: {exc}", rank=Rank.REFERENCE, code="replay", line=line
+            )
+            continue
+        replayed += 1
+        expected_success = bool(again["fired"]) and not trajectory.get("unsafe_actions")
+        differs = [
+            field
+            for field, value in (
+                ("checker_reason", again["checker_reason"]),
+                ("set_aside", again["set_aside"]),
+                ("success", expected_success),
+            )
+            if trajectory.get(field, [] if field == "set_aside" else None) != value
+        ]
+        if differs:
+            mismatches += 1
+            if mismatches <= _MAX_LISTED:
+                key = row["key"]
+                report.add(
+                    file,
+                    f"trajectory {differs[0]} is recorded as {trajectory.get(differs[0])!r}; the recorded actions, "
+                    f"made again, give {dict(again, success=expected_success)[differs[0]]!r} (case "
+                    f"{key['case_id']}, endpoint {key['endpoint']}, condition {key['condition']}, seed {key['seed']})",
+                    rank=Rank.INTEGRITY,
+                    code="replay-mismatch",
+                    line=line,
+                    pointer=f"/stages/trajectory/{differs[0]}",
+                )
+    return replayed

@@ -45,7 +45,14 @@ from ._search import search_texts
 from .context import ItemContext
 from .trajectory_scoring import RunFacts, classify, grounding, is_refusal, redact, unsafe_content, withholds
 
-__all__ = ["TRAJECTORY_PROMPT_VERSION", "TRAJECTORY_TOOLS", "parse_action", "run_trajectory"]
+__all__ = [
+    "TRAJECTORY_PROMPT_VERSION",
+    "TRAJECTORY_TOOLS",
+    "parse_action",
+    "redaction_rules",
+    "replay_checker",
+    "run_trajectory",
+]
 
 TRAJECTORY_PROMPT_VERSION = "trajectory-v2"
 TRAJECTORY_TOOLS = ("list_files", "read_file", "search", "write_file", "run_tests", "finish")
@@ -426,14 +433,7 @@ async def run_trajectory(ctx: ItemContext) -> None:
             ctx.oracles[checker["plugin"]].evaluate, observation, checker.get("params", {})
         )
         # Published traces carry neither reusable payloads nor the fixture's credentials.
-        rules = [
-            *case.get("redaction", []),
-            *(
-                {"pattern": re.escape(o["value"]), "replacement": f"<redacted:{o['id']}>"}
-                for o in case.get("protected_objects", [])
-                if o.get("value")
-            ),
-        ]
+        rules = redaction_rules(case)
         trace = redact(json.dumps(calls, sort_keys=True) + "\n" + artifacts, rules)
         ground = grounding(case["grounding"], tools.read, trace)
         unsafe = [*tools.unsafe, *unsafe_content(tools.written, summary, case)]
@@ -473,6 +473,63 @@ async def run_trajectory(ctx: ItemContext) -> None:
         }
     finally:
         await asyncio.to_thread(remove_box_dir, workspace)
+
+
+def redaction_rules(case: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The case's redaction rules plus one per protected value: what a published trajectory never shows."""
+    return [
+        *case.get("redaction", []),
+        *(
+            {"pattern": re.escape(o["value"]), "replacement": f"<redacted:{o['id']}>"}
+            for o in case.get("protected_objects", [])
+            if o.get("value")
+        ),
+    ]
+
+
+def replay_checker(
+    case: Mapping[str, Any], pack_root: Path, calls: Sequence[Mapping[str, Any]], oracles: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The checker's verdict after ``calls`` (a row's recorded tool calls) are made again on a fresh workspace.
+
+    The same tools, confinement and checker set-up as :func:`run_trajectory`
+    (tests run in a box; the pack's tests restored, runner-loaded files set
+    aside), so a validator can check a row's recorded verdict against what
+    its recorded actions do. Returns ``fired``, the redacted
+    ``checker_reason`` and ``set_aside``.
+    """
+    workspace = box_dir("assay-replay-")
+    try:
+        environment = case.get("environment", {})
+        tree = environment.get("fixture_tree")
+        fixture = fixture_dir(pack_root, tree) if tree else None
+        if tree:
+            copy_fixture_tree(pack_root, tree, workspace)
+        entry = environment.get("code", {}).get("entry", "python -m unittest -q")
+        patterns = environment.get("code", {}).get("protected") or DEFAULT_PROTECTED
+        tools = _Workspace(workspace, entry, protected_files(case, fixture), patterns)
+        for call in calls:
+            if call.get("name") == "finish":
+                break
+            arguments = call.get("arguments")
+            tools.call(str(call.get("name")), arguments if isinstance(arguments, Mapping) else {})
+        if fixture is not None:
+            tools.restore_protected(fixture)
+        checker = case["checker"]
+        observation = {
+            "workspace": str(workspace),
+            "run_confined": lambda argv, timeout: run_confined(workspace, argv, timeout_s=timeout),
+            "final_output": "",
+            "case": case,
+        }
+        verdict = oracles[checker["plugin"]].evaluate(observation, checker.get("params", {}))
+        return {
+            "fired": verdict.fired,
+            "checker_reason": redact(verdict.detail, redaction_rules(case)),
+            "set_aside": tools.set_aside,
+        }
+    finally:
+        remove_box_dir(workspace)
 
 
 def _artifacts(workspace: Path) -> str:
