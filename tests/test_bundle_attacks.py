@@ -762,3 +762,13 @@ def test_a_trajectory_success_its_actions_do_not_earn_is_caught_by_replay(honest
     _recompute_and_reseal(honest_trajectory, rows, host.registry)
     report = validate_path(honest_trajectory, host.registry, pack=EXAMPLE_PACK, replay=True)
     assert "replay-mismatch" in {issue.code for issue in report.issues}, [i.format() for i in report.issues]
+
+
+def test_an_oversized_document_is_refused_unread(tmp_path, monkeypatch):
+    import assay.documents as documents
+
+    monkeypatch.setattr(documents, "MAX_DOCUMENT_BYTES", 1024)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"pad": "x" * 2048}))
+    with pytest.raises(DocumentError, match="larger than"):
+        load_document(path)

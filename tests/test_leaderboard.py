@@ -311,6 +311,12 @@ def test_the_registrys_own_bundles_validate_and_rank_in_a_browser(children, host
         assert digest_document(files.manifest) == record["digest"]
         assert not any(endpoint.get("scripted") for endpoint in files.run["endpoints"])
         assert {endpoint["backend"] for endpoint in files.run["endpoints"]} == {"local"}
+    fresh = tmp_path / "registry"
+    (fresh / "bundles").mkdir(parents=True)
+    shutil.copy(registry / "packs.json", fresh / "packs.json")
+    resubmitted = submit_bundle(registry / accepted[0]["file"], fresh, host)  # an honest local-model bundle
+    assert resubmitted.accepted, resubmitted.reasons
+    assert resubmitted.record["digest"] == accepted[0]["digest"]
     pages = build_site(registry, tmp_path / "site", host)
     data = json.loads((tmp_path / "site" / "leaderboard.json").read_text())
     (board,) = data["tracks"]

@@ -43,6 +43,7 @@ YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 MAX_DEPTH = 128
 MAX_EXACT_INT = 2**53 - 1
 MAX_ALIAS_NODES = 100_000
+MAX_DOCUMENT_BYTES = 256 << 20
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # json's own string scanner: (text, index after the opening quote) -> (string, index after the closing quote).
@@ -384,8 +385,14 @@ def json_pointer_lines(text: str) -> dict[str, int]:
 
 
 def load_document(path: Path) -> SourceDocument:
-    """Load a YAML (``.yaml``/``.yml``) or JSON file. Raises DocumentError (with line) or OSError."""
-    raw = path.read_bytes()
+    """Load a YAML (``.yaml``/``.yml``) or JSON file. Raises DocumentError (with line) or OSError.
+
+    A file over :data:`MAX_DOCUMENT_BYTES` is refused unread: no spec document comes near it.
+    """
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise DocumentError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB, so it was not read")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
