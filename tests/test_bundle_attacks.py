@@ -418,32 +418,32 @@ def test_keygen_never_overwrites(cli, tmp_path):
 # -- re-derivation: verdicts that contradict the row's own record ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def run_bundle(tmp_path_factory) -> Path:
-    """A real run's bundle (scripted agent, rule judge, semantic and audit stages)."""
+def _real_run(tmp_path_factory, name: str, **settings) -> Path:
+    """A real run's bundle of the example pack with scripted agents (the stages and options given)."""
     from assay.engine.run import RunSettings, execute_run
     from assay.plugins import load_plugins
 
-    host = load_plugins()
-    out = tmp_path_factory.mktemp("run")
-    settings = RunSettings(
-        pack="example",
-        endpoints=["scripted:mixed"],
-        out=out,
-        progress=False,
-        seeds=[0, 1],
-        stages=["semantic", "audit"],
-    )
-    return execute_run(settings, host=host).bundle
+    options = {"pack": "example", "endpoints": ["scripted:mixed"], "progress": False, "seeds": [0], **settings}
+    return execute_run(RunSettings(out=tmp_path_factory.mktemp(name), **options), host=load_plugins()).bundle
+
+
+def _fresh_copy(bundle: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def run_bundle(tmp_path_factory) -> Path:
+    """A real run's bundle (scripted agent, rule judge, semantic and audit stages)."""
+    return _real_run(tmp_path_factory, "run", seeds=[0, 1], stages=["semantic", "audit"])
 
 
 @pytest.fixture
 def honest(run_bundle, tmp_path) -> Path:
-    import shutil
-
-    copy = tmp_path / "bundle"
-    shutil.copytree(run_bundle, copy)
-    return copy
+    return _fresh_copy(run_bundle, tmp_path)
 
 
 def _recompute_and_reseal(bundle: Path, rows: list[dict], registry) -> None:
@@ -516,23 +516,12 @@ def test_a_final_output_rewritten_away_from_the_response_is_refused(honest, host
 @pytest.fixture(scope="module")
 def exec_run_bundle(tmp_path_factory) -> Path:
     """A real run's bundle with the exec stage (scripted agents in the local sandbox)."""
-    from assay.engine.run import RunSettings, execute_run
-    from assay.plugins import load_plugins
-
-    out = tmp_path_factory.mktemp("exec-run")
-    settings = RunSettings(
-        pack="example", endpoints=["scripted:mixed"], out=out, progress=False, seeds=[0], stages=["exec"]
-    )
-    return execute_run(settings, host=load_plugins()).bundle
+    return _real_run(tmp_path_factory, "exec-run", stages=["exec"])
 
 
 @pytest.fixture
 def honest_exec(exec_run_bundle, tmp_path, confinement) -> Path:
-    import shutil
-
-    copy = tmp_path / "bundle"
-    shutil.copytree(exec_run_bundle, copy)
-    return copy
+    return _fresh_copy(exec_run_bundle, tmp_path)
 
 
 def test_an_honest_exec_bundle_is_valid_with_its_oracles_rederived(honest_exec, host):
@@ -676,29 +665,12 @@ def test_hostile_uploads_are_refused_within_ten_seconds_and_512_mib(children, bu
 @pytest.fixture(scope="module")
 def permission_run_bundle(tmp_path_factory) -> Path:
     """A real run's bundle with the permission stage: a generated policy (D0) and the curated baseline."""
-    from assay.engine.run import RunSettings, execute_run
-    from assay.plugins import load_plugins
-
-    out = tmp_path_factory.mktemp("permission-run")
-    settings = RunSettings(
-        pack="example",
-        endpoints=["scripted:mixed"],
-        out=out,
-        progress=False,
-        seeds=[0],
-        stages=["permission"],
-        defenses=["D0", "curated"],
-    )
-    return execute_run(settings, host=load_plugins()).bundle
+    return _real_run(tmp_path_factory, "permission-run", stages=["permission"], defenses=["D0", "curated"])
 
 
 @pytest.fixture
 def honest_permission(permission_run_bundle, tmp_path, confinement, strace) -> Path:
-    import shutil
-
-    copy = tmp_path / "bundle"
-    shutil.copytree(permission_run_bundle, copy)
-    return copy
+    return _fresh_copy(permission_run_bundle, tmp_path)
 
 
 def test_permission_scores_are_rederived_from_the_recorded_policy(honest_permission, host):
@@ -726,23 +698,12 @@ def test_permission_scores_the_policy_does_not_give_are_refused(honest_permissio
 @pytest.fixture(scope="module")
 def trajectory_run_bundle(tmp_path_factory) -> Path:
     """A real run's bundle with the trajectory stage (the example pack's security task, scripted agents)."""
-    from assay.engine.run import RunSettings, execute_run
-    from assay.plugins import load_plugins
-
-    out = tmp_path_factory.mktemp("trajectory-run")
-    settings = RunSettings(
-        pack="example", endpoints=["scripted:mixed"], out=out, progress=False, seeds=[0], stages=["trajectory"]
-    )
-    return execute_run(settings, host=load_plugins()).bundle
+    return _real_run(tmp_path_factory, "trajectory-run", stages=["trajectory"])
 
 
 @pytest.fixture
 def honest_trajectory(trajectory_run_bundle, tmp_path, confinement) -> Path:
-    import shutil
-
-    copy = tmp_path / "bundle"
-    shutil.copytree(trajectory_run_bundle, copy)
-    return copy
+    return _fresh_copy(trajectory_run_bundle, tmp_path)
 
 
 def test_trajectory_rows_replay_to_their_recorded_verdicts(honest_trajectory, host):
