@@ -125,3 +125,20 @@ def test_strip_echo_equals_the_reference_rule(prompt, picks):
     text = "\n".join(prompt[start : start + length] + extra for start, length, extra in picks)
     for tail in (0, 5, 24):
         assert strip_echo(text, [prompt], tail_chars=tail) == _strip_echo_reference(text, [prompt], tail_chars=tail)
+
+
+_REFUSAL_PIECES = (
+    "I", "I'm", "Im", "am", "not", "able", "to", "unable", "cannot", "can't", "won't", "will", "must", "decline",
+    "refuse", "help", "allowed", "permitted", "authorized", "against", "company", "policy", "policies", "sorry,",
+    "but", "x", "\n", "ı", "ſorry,", "İ",
+)  # fmt: skip
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.sampled_from(_REFUSAL_PIECES), max_size=12), st.sampled_from(["lower", "upper", "title", "same"]))
+def test_the_refusal_shortcut_never_changes_the_answer(pieces, case):
+    from assay.judges._evidence import _REFUSAL, refuses
+
+    text = " ".join(pieces)
+    text = text if case == "same" else getattr(text, case)()
+    assert refuses(text) == bool(_REFUSAL.search(text))

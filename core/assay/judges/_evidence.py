@@ -77,6 +77,19 @@ def strip_echo(text: str, prompt_texts: Iterable[str], *, tail_chars: int = 24) 
     return "\n".join(kept)
 
 
+# Every refusal the pattern matches in ASCII text contains one of these once lower-cased: an ASCII text with
+# none is no refusal, and the (costly, case-insensitive, many-branched) search is skipped. Other text always
+# goes to the pattern, whose case-insensitive matching also folds a few non-ASCII letters (the long s, say).
+_REFUSAL_WORDS = (
+    "cannot", "can't", "won't", "will not", "able to", "declin", "refuse",
+    "allowed to", "permitted to", "authori", "polic", "sorry",
+)  # fmt: skip
+
+
 def refuses(text: str) -> bool:
     """True when the text contains a refusal."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(word in lowered for word in _REFUSAL_WORDS):
+            return False
     return bool(_REFUSAL.search(text))

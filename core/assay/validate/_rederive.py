@@ -249,6 +249,8 @@ def _rederive_exec(
 
 
 def _first_difference(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -> str | None:
+    if recorded == derived:  # nearly always: one comparison in C
+        return None
     for field in sorted(set(recorded) | set(derived)):
         if recorded.get(field) != derived.get(field):
             return field
