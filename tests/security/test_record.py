@@ -345,3 +345,27 @@ def test_no_process_in_the_box_holds_the_set_up(layout):
     """
     result = run_in_jail(layout, python(code), policy=PermissionSet(read=("/proc/**",), execute=PYTHON))
     assert "assay-box-spec" not in result.output, result.output
+
+
+@pytest.mark.usefixtures("confinement")
+def test_a_cached_module_cannot_stand_in_for_its_source(task):
+    """Bytecode written in the same second as its source, at the same size, hides a later edit of the source.
+
+    Here the agent's own test run would cache the unfixed module (it is what -I made the box ignore
+    PYTHONDONTWRITEBYTECODE for), and a same-size fix written a moment later would run as the old code; a
+    planted cache could make the pack's test anything. The boxes never write bytecode, and the checker's
+    set-up removes every cache the workspace holds.
+    """
+    fixture, work = task
+    tools = _Workspace(work, "python -m unittest -q", protected_files({}, fixture))
+    tools.call("run_tests", {})
+    fixed = "def fixed():\n    return True \n"  # the same size as the unfixed module
+    assert len(fixed) == len((fixture / "src" / "fix.py").read_text())
+    tools.call("write_file", {"path": "src/fix.py", "content": fixed})
+    assert not list(work.rglob("*.pyc"))
+    (work / "__pycache__").mkdir(exist_ok=True)
+    (work / "__pycache__" / "test_task.cpython-311.pyc").write_bytes(b"planted")
+    tools.restore_protected(fixture)
+    assert not list(work.rglob("*.pyc")) and tools.set_aside == []
+    observation = {"workspace": str(work), "run_confined": lambda argv, t: run_confined(work, argv, timeout_s=t)}
+    assert COMMAND_SUCCEEDS.evaluate(observation, {"argv": ["python", "-m", "unittest", "-q"]}).fired

@@ -50,6 +50,9 @@ def fixture_dir(pack_root: Path | str, relative: str) -> Path:
     return root / relative.strip("/")
 
 
+_CACHES = frozenset({"__pycache__"})
+
+
 def copy_fixture_tree(pack_root: Path | str, relative: str, destination: Path) -> int:
     """Copy the pack directory ``relative`` into ``destination`` (an engine-made directory); returns files copied.
 
@@ -64,6 +67,8 @@ def copy_fixture_tree(pack_root: Path | str, relative: str, destination: Path) -
             base = relative.strip("/")
             for entry in pack.walk(base, limit=MAX_ENTRIES):
                 inside = entry.path[len(base) :].lstrip("/")
+                if _CACHES & set(inside.split("/")):
+                    continue  # bytecode an installer compiled is no part of the pack (nor of its digest)
                 if entry.kind == "dir":
                     target.mkdir(inside)
                 elif entry.kind == "file":

@@ -76,7 +76,9 @@ def run_confined(
     root = str(Path(workspace).resolve())
     program = list(argv)
     if program and program[0] in ("python", "python3"):
-        program = [box_python(), "-I", *program[1:]]
+        # -B, not PYTHONDONTWRITEBYTECODE (which -I ignores): a cached module written in the same second as the
+        # source it was compiled from, at the same size, would hide a later edit of that source from the checker.
+        program = [box_python(), "-I", "-B", *program[1:]]
     box = Box(
         mounts=(*system_mounts(), Mount("tmpfs", "/tmp", size=box_limits.tmp_bytes), Mount("rw", root, root)),
         cwd=root,

@@ -255,8 +255,15 @@ class _Workspace:
                         _clear_way(tree, name)
                         tree.write_bytes(name, pristine)
                         self.set_aside.append(name)
-                for name in sorted(present - ours):
-                    if self._is_test(name) or _matches(name, (*RUNNER_LOADED, *RUNNER_CONFIGURATION)):
+                for name in sorted(present):
+                    if _is_bytecode(name):
+                        # Cached bytecode is loaded instead of its source when its recorded time and size match,
+                        # which a planted file can arrange: the checker compiles from the sources. (Not listed:
+                        # every test run may leave caches; the pack's own are not copied in.)
+                        tree.delete(name)
+                    elif name not in ours and (
+                        self._is_test(name) or _matches(name, (*RUNNER_LOADED, *RUNNER_CONFIGURATION))
+                    ):
                         tree.delete(name)
                         self.set_aside.append(name)
             except (OSError, UnsafePath) as exc:
@@ -266,6 +273,10 @@ class _Workspace:
 
     def _is_test(self, name: str) -> bool:
         return _matches(name, self.test_patterns)
+
+
+def _is_bytecode(name: str) -> bool:
+    return name.endswith((".pyc", ".pyo")) or "__pycache__" in name.split("/")
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:
