@@ -200,7 +200,8 @@ def test_hash_canonical_on_out_of_range_numbers_is_one_line(cli, tmp_path):
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_blank_lines_in_the_rows_stop_early(bundle_dir, builtins_host):
+def test_blank_lines_in_the_rows_stop_early(children, bundle_dir, builtins_host):
+    """A large rows file is also read by the re-derivation child: both stop early, and the child reports back."""
     with open(bundle_dir / ROWS_FILE, "ab") as handle:
         handle.write(b"\n" * 5_000_000)
     _reseal(bundle_dir)
@@ -209,7 +210,7 @@ def test_blank_lines_in_the_rows_stop_early(bundle_dir, builtins_host):
     assert any("stopped reading" in issue.message for issue in report.issues)
 
 
-def test_a_huge_row_is_refused_without_reading_it_whole(bundle_dir, builtins_host):
+def test_a_huge_row_is_refused_without_reading_it_whole(children, bundle_dir, builtins_host):
     with open(bundle_dir / ROWS_FILE, "ab") as handle:
         handle.write(b'{"x": "' + b"a" * (40 << 20) + b'"}\n')
     _reseal(bundle_dir)
@@ -733,3 +734,18 @@ def test_an_oversized_document_is_refused_unread(tmp_path, monkeypatch):
     path.write_text(json.dumps({"pad": "x" * 2048}))
     with pytest.raises(DocumentError, match="larger than"):
         load_document(path)
+
+
+def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, honest, host, monkeypatch):
+    import assay.validate._rederive as rederive
+
+    rows = _run_rows(honest)
+    for row in rows[:3]:  # several rows relabelled: the order of their findings matters too
+        row["stages"]["semantic"]["safety_score"] = 3
+    _recompute_and_reseal(honest, rows, host.registry)
+    monkeypatch.setattr(rederive, "PARALLEL_BYTES", 10**12)
+    inline = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    monkeypatch.setattr(rederive, "PARALLEL_BYTES", 0)
+    forked = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    assert [i.format() for i in forked.ordered()] == [i.format() for i in inline.ordered()]
+    assert forked.facts == inline.facts and sum(i.code == "verdict-mismatch" for i in forked.issues) == 3

@@ -320,20 +320,30 @@ def _check_contents(
 
     # ------------------------------------------------------------ rows
     rows_rel = manifest["rows"]["path"]
-    lines: list[int] = []
-    rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines)
-    if rows is None:
-        return
-    rederiving = None
+    rederiving = case_of = None
     if pack is not None and case_index:
-        from ._rederive import RederiveJob, deterministic_judges
+        from ._rederive import PARALLEL_BYTES, RederiveJob, deterministic_judges
 
         case_of = _case_loader(pack, case_index)
-        # Large bundles re-derive in a child while the metrics are recomputed here; findings join at the end.
-        rederiving = RederiveJob.start(
-            rows, lines, case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel), pack.root
+        rederiving = RederiveJob.prepare(
+            case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel), pack.root
         )
-        if replay:
+        if rows_path.stat().st_size >= PARALLEL_BYTES:
+            # A large bundle is re-derived by a child that reads the rows itself, while they are read and checked
+            # here and the metrics recomputed: two cores at work from the first row. Findings join at the end.
+            def load() -> tuple[list[dict[str, Any]], list[int]] | None:
+                child_lines: list[int] = []
+                child_rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, Report(""), child_lines)
+                return None if child_rows is None else (child_rows, child_lines)
+
+            rederiving.fork(load)
+    lines: list[int] = []
+    rows: list[dict[str, Any]] | None = None
+    try:
+        rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines)
+        if rows is None:
+            return
+        if replay and pack is not None and case_of is not None:
             from ._replay import replay_exec, replay_trajectory
 
             report.facts["exec_rows_replayed"] = replay_exec(
@@ -342,23 +352,24 @@ def _check_contents(
             report.facts["trajectory_rows_replayed"] = replay_trajectory(
                 rows, lines, case_of, registry, pack.root, name(rows_rel), report
             )
-    if len(rows) != manifest["rows"]["count"]:
-        report.add(
-            name(BUNDLE_MANIFEST),
-            f"rows count says {manifest['rows']['count']}, {rows_rel} has {len(rows)}",
-            rank=Rank.INTEGRITY,
-            code="row-count",
-            line=bundle_doc.line_of("/rows/count"),
-            pointer="/rows/count",
-        )
-    report.facts["rows"] = len(rows)
-    try:
+        if len(rows) != manifest["rows"]["count"]:
+            report.add(
+                name(BUNDLE_MANIFEST),
+                f"rows count says {manifest['rows']['count']}, {rows_rel} has {len(rows)}",
+                rank=Rank.INTEGRITY,
+                code="row-count",
+                line=bundle_doc.line_of("/rows/count"),
+                pointer="/rows/count",
+            )
+        report.facts["rows"] = len(rows)
         _check_metrics(
             manifest, bundle_doc, metrics_path, run, run_doc, run_rel, case_index, rows, name, report, registry
         )
     finally:
         if rederiving is not None:
-            report.facts["verdicts_rederived"] = rederiving.finish(report)
+            checked = rederiving.finish(report, rows, lines)
+            if rows is not None:
+                report.facts["verdicts_rederived"] = checked
 
 
 def _check_metrics(

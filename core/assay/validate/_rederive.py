@@ -390,50 +390,55 @@ def _rederive_all(
     return checked
 
 
-#: Bundles with at least this many rows re-derive in a forked child while the parent recomputes the metrics.
-PARALLEL_ROWS = 2_000
+#: Rows files of at least this size re-derive in a forked child while the parent checks the rows and the metrics.
+PARALLEL_BYTES = 4 << 20
+
+_Rows = tuple[Sequence[Mapping[str, Any]], Sequence[int]]
 
 
 class RederiveJob:
-    """Re-derivation of a bundle's verdicts, run alongside the rest of the validation when it is large.
+    """Re-derivation of a bundle's verdicts, run alongside the rest of the validation when the bundle is large.
 
-    On Linux, with :data:`PARALLEL_ROWS` rows or more, a forked child (which
-    shares the parsed rows copy-on-write) re-derives while the parent goes on
-    to recompute the metrics; the child sends its findings back over a pipe.
-    If the child cannot be made or fails, the work is done in the parent. The
-    findings are the same, in the same order, either way.
+    On Linux, for a rows file of :data:`PARALLEL_BYTES` or more, a child is
+    forked before the rows are read: it reads them itself (the same checks,
+    so the same rows) and re-derives while the parent reads them again for
+    its own checks and recomputes the metrics; the child sends its findings
+    back over a pipe. If the child cannot be made or fails, the work is done
+    in the parent. The findings are the same, in the same order, either way.
     """
 
-    def __init__(self, run: Callable[[Report], int], target: str) -> None:
-        self._run, self._target = run, target
+    def __init__(
+        self, derive: Callable[[Sequence[Mapping[str, Any]], Sequence[int], Report], int], target: str
+    ) -> None:
+        self._derive, self._target = derive, target
         self._pid: int | None = None
         self._fd: int | None = None
 
     @classmethod
-    def start(
+    def prepare(
         cls,
-        rows: Sequence[Mapping[str, Any]],
-        lines: Sequence[int],
         case_of: Callable[[str], Mapping[str, Any] | None],
         judges: Mapping[str, JudgeInstance],
         oracles: Mapping[str, Any],
         file: str,
         pack_root: Path | None = None,
     ) -> RederiveJob:
-        """Begin re-deriving ``rows``; :meth:`finish` adds the findings to a report."""
+        """A job over the rows it will be given (:meth:`fork` or :meth:`finish`)."""
+
+        def derive(rows: Sequence[Mapping[str, Any]], lines: Sequence[int], report: Report) -> int:
+            return rederive_rows(rows, lines, case_of, judges, oracles, file, report, pack_root)
+
+        return cls(derive, file)
+
+    def fork(self, load: Callable[[], _Rows | None]) -> None:
+        """Start the work in a child that gets its rows from ``load()``; nothing happens where fork is missing."""
         import os
         import sys
 
-        job = cls(lambda report: rederive_rows(rows, lines, case_of, judges, oracles, file, report, pack_root), file)
-        if len(rows) >= PARALLEL_ROWS and sys.platform == "linux" and hasattr(os, "fork"):
-            job._fork()
-        return job
-
-    def _fork(self) -> None:
-        import os
-
         import orjson
 
+        if sys.platform != "linux" or not hasattr(os, "fork"):
+            return
         read_fd, write_fd = os.pipe()
         try:
             pid = os.fork()
@@ -446,7 +451,8 @@ class RederiveJob:
             try:
                 os.close(read_fd)
                 local = Report(self._target)
-                checked = self._run(local)
+                loaded = load()
+                checked = 0 if loaded is None else self._derive(loaded[0], loaded[1], local)
                 found = [[i.file, i.line, i.pointer, i.message, int(i.rank), i.code] for i in local.issues]
                 view = memoryview(orjson.dumps({"checked": checked, "issues": found}))
                 while view:
@@ -457,8 +463,12 @@ class RederiveJob:
         os.close(write_fd)
         self._pid, self._fd = pid, read_fd
 
-    def finish(self, report: Report) -> int:
-        """Add the re-derived findings to ``report`` (after what it holds); returns how many verdicts were checked."""
+    def finish(self, report: Report, rows: Sequence[Mapping[str, Any]] | None, lines: Sequence[int]) -> int:
+        """Add the re-derived findings to ``report`` (after what it holds); returns how many verdicts were checked.
+
+        ``rows`` and ``lines`` are the parent's own (None when the rows could
+        not be read): used when there is no child, or it failed.
+        """
         import os
 
         import orjson
@@ -478,4 +488,4 @@ class RederiveJob:
                     return int(sent["checked"])
                 except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                     pass  # then do the work here
-        return self._run(report)
+        return 0 if rows is None else self._derive(rows, lines, report)
