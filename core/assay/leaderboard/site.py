@@ -195,7 +195,8 @@ def _slug(text: str) -> str:
 
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1b1b}
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:100rem;padding:0 1rem;color:#1b1b1b}
+.scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:.92rem}th,td{border-bottom:1px solid #ddd;padding:.4rem .5rem;
 text-align:left;vertical-align:top}th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{font-size:.85em}.muted{color:#666}
@@ -243,11 +244,11 @@ def _track_page(pack: str, version: str, track: Track, ranked: list[RankedEntry]
         f"<p>Ranked by <code>{e(track.rank_by)}</code> ({better}) over {len(track.cases)} cases, stages "
         f"{e(', '.join(track.stages))}. Intervals are Wilson 95%; each p-value is the exact McNemar test against "
         "the next entry, on the work items both ran.</p>"
-        '<table id="ranking"><thead><tr><th>Rank</th><th>Entry</th><th>Value</th><th>95% interval</th>'
+        '<div class="scroll"><table id="ranking"><thead><tr><th>Rank</th><th>Entry</th><th>Value</th><th>95% interval</th>'
         "<th>n</th><th>vs next</th>"
         + "".join(f"<th><code>{e(name)}</code></th>" for name in track.also)
         + "<th>Provenance</th><th>Signer</th><th>Submitted</th><th>Bundle</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
     return _document(f"{pack} {track.id}: assay leaderboard", body)
 
