@@ -244,7 +244,8 @@ def _track_page(pack: str, version: str, track: Track, ranked: list[RankedEntry]
         f"<p>Ranked by <code>{e(track.rank_by)}</code> ({better}) over {len(track.cases)} cases, stages "
         f"{e(', '.join(track.stages))}. Intervals are Wilson 95%; each p-value is the exact McNemar test against "
         "the next entry, on the work items both ran.</p>"
-        '<div class="scroll"><table id="ranking"><thead><tr><th>Rank</th><th>Entry</th><th>Value</th><th>95% interval</th>'
+        '<div class="scroll"><table id="ranking"><thead><tr><th>Rank</th><th>Entry</th><th>Value</th>'
+        "<th>95% interval</th>"
         "<th>n</th><th>vs next</th>"
         + "".join(f"<th><code>{e(name)}</code></th>" for name in track.also)
         + "<th>Provenance</th><th>Signer</th><th>Submitted</th><th>Bundle</th></tr></thead>"
