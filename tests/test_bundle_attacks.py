@@ -749,3 +749,22 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, honest
     forked = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
     assert [i.format() for i in forked.ordered()] == [i.format() for i in inline.ordered()]
     assert forked.facts == inline.facts and sum(i.code == "verdict-mismatch" for i in forked.issues) == 3
+
+
+def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):
+    from assay.validate._rederive import deterministic_judges, rederive_rows
+    from assay.validate._report import Report
+
+    case = {"kind": "attack", "protected_objects": [], "injections": []}
+    key = {"case_id": "c", "endpoint": "e", "condition": "D0", "seed": 0, "epoch": 0, "protocol": "default"}
+    row = {
+        "key": key,
+        "final_output": "x",
+        "transcript": {"messages": [{"role": "assistant", "content": "x", "tool_calls": ["not a call"]}]},
+        "stages": {"semantic": {"produced_by": {"kind": "judge", "name": "rule"}}},
+    }
+    report = Report("t")
+    judges, oracles = deterministic_judges(host.registry), host.registry.items("oracles")
+    rederive_rows([row], [7], lambda case_id: case, judges, oracles, "rows.jsonl", report)
+    assert [(i.code, i.line) for i in report.issues] == [("verdict-mismatch", 7)]
+    assert "cannot be re-derived" in report.issues[0].message

@@ -307,86 +307,105 @@ def _rederive_all(
     mismatch: Callable[[int, str, str], None],
     audit_rule: Mapping[str, Any],
 ) -> int:
+    """Re-derive every row; a row whose own record breaks the re-derivation is a finding, not a crash."""
+    checked = 0
+    for row, line in zip(rows, lines, strict=True):
+        try:
+            checked += _rederive_row(row, line, case_of, judges, oracles, scorer, mismatch, audit_rule)
+        except Exception as exc:  # noqa: BLE001 - a schema-valid row the engine could not have written
+            where = _key_text(row["key"])
+            mismatch(line, "", f"the row cannot be re-derived from its own record ({type(exc).__name__}; {where})")
+    return checked
+
+
+def _rederive_row(
+    row: Mapping[str, Any],
+    line: int,
+    case_of: Callable[[str], Mapping[str, Any] | None],
+    judges: Mapping[str, JudgeInstance],
+    oracles: Mapping[str, Any],
+    scorer: _PermissionScorer,
+    mismatch: Callable[[int, str, str], None],
+    audit_rule: Mapping[str, Any],
+) -> int:
+    """Re-derive one row's verdicts; returns how many were checked (mismatches go to ``mismatch``)."""
     from ..engine.stages.audit import run_audit
     from ..engine.stages.permission import PERMISSION_PROMPT_VERSION
     from ..rejudge import prompt_texts
 
     checked = 0
-    for row, line in zip(rows, lines, strict=True):
-        permission = row["stages"].get("permission")
-        if permission is not None and permission.get("produced_by", {}).get("version") == PERMISSION_PROMPT_VERSION:
-            case = case_of(row["key"]["case_id"])
-            if case is not None and scorer.check(
-                permission, row["key"]["case_id"], case, line, _key_text(row["key"]), mismatch
-            ):
-                checked += 1
-        execution = row["stages"].get("exec")
-        if execution is not None and execution.get("produced_by", {}).get("name") == "exec-oracles":
-            case = case_of(row["key"]["case_id"])
-            if case is not None and _rederive_exec(execution, case, oracles, line, _key_text(row["key"]), mismatch):
-                checked += 1
-        semantic = row["stages"].get("semantic")
-        if semantic is None:
-            continue
-        messages = row.get("transcript", {}).get("messages", [])
-        assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-        if assistant is not None and _final_text(assistant) != (row.get("final_output") or ""):
-            mismatch(
-                line, "/final_output", f"final_output is not the recorded response's text ({_key_text(row['key'])})"
-            )
-            continue
-        producer = semantic.get("produced_by", {})
-        judge = judges.get(producer.get("name")) if producer.get("kind") == "judge" else None
-        audit = row["stages"].get("audit")
-        fallback_producer = (audit or {}).get("produced_by", {})
-        # An audit the engine's own stage did not produce (a synthetic bundle's) has nothing to redo.
-        redo_audit = audit is not None and (fallback_producer.get("kind") == "judge" or fallback_producer == audit_rule)
-        if judge is None and not redo_audit:
-            continue
+    permission = row["stages"].get("permission")
+    if permission is not None and permission.get("produced_by", {}).get("version") == PERMISSION_PROMPT_VERSION:
         case = case_of(row["key"]["case_id"])
-        if case is None:
-            continue
-        where = _key_text(row["key"])
-        prompts = prompt_texts(dict(row))
-        if judge is not None:
-            try:
-                derived = _run(judge.semantic(case, row.get("final_output"), prompts))
-            except _NotDeterministic:
-                continue
+        if case is not None and scorer.check(
+            permission, row["key"]["case_id"], case, line, _key_text(row["key"]), mismatch
+        ):
             checked += 1
-            field = _first_difference(semantic, derived)
-            if field is not None:
-                mismatch(
-                    line,
-                    f"/stages/semantic/{field}",
-                    f"semantic {field} is recorded as {semantic.get(field)!r}, the {producer.get('name')} judge "
-                    f"gives {derived.get(field)!r} from the recorded response ({where})",
-                )
-                continue
-        if audit is None or not redo_audit:
-            continue
-        fallback = judges.get(fallback_producer.get("name")) if fallback_producer.get("kind") == "judge" else None
-        context = SimpleNamespace(
-            case=case,
-            prompt_texts=prompts,
-            row={"stages": {"semantic": semantic}, "transcript": row.get("transcript", {}),
-                 "final_output": row.get("final_output")},
-            judge=fallback if fallback is not None else _RecordedFallback(audit),
-        )  # fmt: skip
+    execution = row["stages"].get("exec")
+    if execution is not None and execution.get("produced_by", {}).get("name") == "exec-oracles":
+        case = case_of(row["key"]["case_id"])
+        if case is not None and _rederive_exec(execution, case, oracles, line, _key_text(row["key"]), mismatch):
+            checked += 1
+    semantic = row["stages"].get("semantic")
+    if semantic is None:
+        return checked
+    messages = row.get("transcript", {}).get("messages", [])
+    assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    if assistant is not None and _final_text(assistant) != (row.get("final_output") or ""):
+        mismatch(line, "/final_output", f"final_output is not the recorded response's text ({_key_text(row['key'])})")
+        return checked
+    producer = semantic.get("produced_by", {})
+    judge = judges.get(producer.get("name")) if producer.get("kind") == "judge" else None
+    audit = row["stages"].get("audit")
+    fallback_producer = (audit or {}).get("produced_by", {})
+    # An audit the engine's own stage did not produce (a synthetic bundle's) has nothing to redo.
+    redo_audit = audit is not None and (fallback_producer.get("kind") == "judge" or fallback_producer == audit_rule)
+    if judge is None and not redo_audit:
+        return checked
+    case = case_of(row["key"]["case_id"])
+    if case is None:
+        return checked
+    where = _key_text(row["key"])
+    prompts = prompt_texts(dict(row))
+    if judge is not None:
         try:
-            _run(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members
+            derived = _run(judge.semantic(case, row.get("final_output"), prompts))
         except _NotDeterministic:
-            continue
+            return checked
         checked += 1
-        derived_audit = context.row["stages"]["audit"]
-        field = _first_difference(audit, derived_audit)
+        field = _first_difference(semantic, derived)
         if field is not None:
             mismatch(
                 line,
-                f"/stages/audit/{field}",
-                f"audit {field} is recorded as {audit.get(field)!r}, re-derived from the recorded response and "
-                f"trace as {derived_audit.get(field)!r} ({where})",
+                f"/stages/semantic/{field}",
+                f"semantic {field} is recorded as {semantic.get(field)!r}, the {producer.get('name')} judge "
+                f"gives {derived.get(field)!r} from the recorded response ({where})",
             )
+            return checked
+    if audit is None or not redo_audit:
+        return checked
+    fallback = judges.get(fallback_producer.get("name")) if fallback_producer.get("kind") == "judge" else None
+    context = SimpleNamespace(
+        case=case,
+        prompt_texts=prompts,
+        row={"stages": {"semantic": semantic}, "transcript": row.get("transcript", {}),
+             "final_output": row.get("final_output")},
+        judge=fallback if fallback is not None else _RecordedFallback(audit),
+    )  # fmt: skip
+    try:
+        _run(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members
+    except _NotDeterministic:
+        return checked
+    checked += 1
+    derived_audit = context.row["stages"]["audit"]
+    field = _first_difference(audit, derived_audit)
+    if field is not None:
+        mismatch(
+            line,
+            f"/stages/audit/{field}",
+            f"audit {field} is recorded as {audit.get(field)!r}, re-derived from the recorded response and "
+            f"trace as {derived_audit.get(field)!r} ({where})",
+        )
     return checked
 
 
