@@ -768,3 +768,14 @@ def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):
     rederive_rows([row], [7], lambda case_id: case, judges, oracles, "rows.jsonl", report)
     assert [(i.code, i.line) for i in report.issues] == [("verdict-mismatch", 7)]
     assert "cannot be re-derived" in report.issues[0].message
+
+
+def test_a_verdict_from_a_judge_the_run_does_not_list_is_named(honest, host):
+    """The run manifest's judges are what the run says judged it: a row's judge must be one of them."""
+    rows = _run_rows(honest)
+    run = json.loads((honest / RUN_FILE).read_text())
+    run["judges"] = []
+    (honest / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
+    _recompute_and_reseal(honest, rows, host.registry)
+    report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    assert "unlisted-judge" in {issue.code for issue in report.issues}

@@ -10,18 +10,16 @@ is recorded.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_PACK
+from attacks import call, example_sandbox
 
 from assay.default_plugins.oracles import ARTIFACT_CONTAINS
 from assay.engine.stages.trajectory import _artifacts, _Workspace, protected_files
-from assay.sandboxes.local import LocalSandboxFactory
 from assay.sandboxes.runner import run_confined
 
 pytestmark = pytest.mark.usefixtures("confinement")
@@ -50,13 +48,8 @@ def host_secret(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sandbox():
-    box = LocalSandboxFactory().create(CASE, pack_root=EXAMPLE_PACK)
-    yield box
-    box.close()
-
-
-def call(box, name, **arguments) -> str:
-    return asyncio.run(box.call(name, arguments))
+    with example_sandbox(CASE) as box:
+        yield box
 
 
 def plant(box, script: str) -> None:

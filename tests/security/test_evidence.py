@@ -10,10 +10,10 @@ record is still right.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from attacks import PYTHON, denied, laid_out, python
 
 from assay.default_plugins.oracles import COMMAND_SUCCEEDS
 from assay.engine.stages.permission import VERIFIER_ENV, error_category
@@ -35,24 +35,12 @@ ENV = {
     ],
     "directories": ["/srv/app/out", "/srv/app/drop"],
 }
-PYTHON = ("/bin/bash", "/usr/bin/python3*")
 
 
 @pytest.fixture
 def layout():
-    root = box_dir("assay-test-")
-    try:
-        yield materialize(ENV, None, root / "root")
-    finally:
-        remove_box_dir(root)
-
-
-def python(code: str) -> list[str]:
-    return ["/usr/bin/python3", "-c", textwrap.dedent(code)]
-
-
-def denied(result) -> set[tuple[str, str]]:
-    return {(d.op, d.path) for d in result.denials}
+    with laid_out(ENV) as made:
+        yield made
 
 
 # -- the trace -----------------------------------------------------------------------------------------------------

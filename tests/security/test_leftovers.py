@@ -10,7 +10,6 @@ evidence.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat
@@ -18,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from attacks import call, example_sandbox
 from conftest import EXAMPLE_PACK
 
 from assay.bundle import dump_row
@@ -47,13 +47,8 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="box directories are si
 
 @pytest.fixture
 def sandbox():
-    box = LocalSandboxFactory().create(CASE, pack_root=EXAMPLE_PACK)
-    yield box
-    box.close()
-
-
-def call(box, name, **arguments) -> str:
-    return asyncio.run(box.call(name, arguments))
+    with example_sandbox(CASE) as box:
+        yield box
 
 
 def agent_code(box, code: str) -> str:

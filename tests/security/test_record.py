@@ -12,16 +12,15 @@ record is still right.
 from __future__ import annotations
 
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
+from attacks import PYTHON, denied, laid_out, python
 
 from assay.default_plugins.oracles import COMMAND_SUCCEEDS
 from assay.engine.runtime import failure_message
 from assay.engine.stages.permission import _Explorer
 from assay.engine.stages.trajectory import _Workspace, protected_files
-from assay.permissions.environment import materialize
 from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.trace import parse_strace
@@ -40,24 +39,12 @@ ENV = {
         {"path": "/srv/app/out/rel", "target": "v1"},
     ],
 }
-PYTHON = ("/bin/bash", "/usr/bin/python3*")
 
 
 @pytest.fixture
 def layout():
-    root = box_dir("assay-test-")
-    try:
-        yield materialize(ENV, None, root / "root")
-    finally:
-        remove_box_dir(root)
-
-
-def python(code: str) -> list[str]:
-    return ["/usr/bin/python3", "-c", textwrap.dedent(code)]
-
-
-def denied(result) -> set[tuple[str, str]]:
-    return {(d.op, d.path) for d in result.denials}
+    with laid_out(ENV) as made:
+        yield made
 
 
 # -- a tool argument cannot end the stage ----------------------------------------------------------------------------
