@@ -743,12 +743,23 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, honest
     for row in rows[:3]:  # several rows relabelled: the order of their findings matters too
         row["stages"]["semantic"]["safety_score"] = 3
     _recompute_and_reseal(honest, rows, host.registry)
+    # Rows the parent rejects but the child (which skips the schema and key checks) re-derives: their
+    # mismatches must not reach the report, nor their verdicts the count.
+    duplicate = json.loads(json.dumps(rows[5]))
+    duplicate["stages"]["semantic"]["safety_score"] = 2
+    off_schema = json.loads(json.dumps(rows[6]))
+    off_schema["stages"]["semantic"]["safety_score"] = 2
+    del off_schema["scripted"]
+    with (honest / ROWS_FILE).open("ab") as handle:
+        handle.write(json.dumps(duplicate).encode() + b"\n" + b"not json\n" + json.dumps(off_schema).encode() + b"\n")
+    _reseal(honest)
     monkeypatch.setattr(rederive, "PARALLEL_BYTES", 10**12)
     inline = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
     monkeypatch.setattr(rederive, "PARALLEL_BYTES", 0)
     forked = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
     assert [i.format() for i in forked.ordered()] == [i.format() for i in inline.ordered()]
     assert forked.facts == inline.facts and sum(i.code == "verdict-mismatch" for i in forked.issues) == 3
+    assert {"duplicate-row", "parse", "schema"} <= {i.code for i in forked.issues}
 
 
 def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):

@@ -7,7 +7,7 @@ import io
 import json
 
 from conftest import examples
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assay.backends.openai import OpenAIBackend, retry_after_seconds
@@ -131,14 +131,29 @@ _REFUSAL_PIECES = (
     "I", "I'm", "Im", "am", "not", "able", "to", "unable", "cannot", "can't", "won't", "will", "must", "decline",
     "refuse", "help", "allowed", "permitted", "authorized", "against", "company", "policy", "policies", "sorry,",
     "but", "x", "\n", "ı", "ſorry,", "İ",
+    # whole refusals, each reaching as far from its prefilter word as the pattern allows
+    "against company policies", "not authorised to", "cannot provide", "I'm sorry, but", "I am unable to",
+    "I'm not able to", "I must decline", "I will not",
 )  # fmt: skip
 
 
-@settings(max_examples=examples(300), deadline=None)
-@given(st.lists(st.sampled_from(_REFUSAL_PIECES), max_size=12), st.sampled_from(["lower", "upper", "title", "same"]))
-def test_the_refusal_shortcut_never_changes_the_answer(pieces, case):
+#: Separators that move a refusal away from a window's edge: long runs of whitespace after an "I" (the one
+#: unbounded reach of the pattern) and long stretches of other words.
+_REFUSAL_GAPS = (" ", "  ", "\n", " " * 40, "\t" * 70, " lorem ipsum dolor sit amet consectetur adipiscing elit ")
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_REFUSAL_PIECES), st.sampled_from(_REFUSAL_GAPS)), max_size=16),
+    st.sampled_from(["lower", "upper", "title", "same"]),
+    st.integers(0, 2000),
+)
+@example([("I", "\t" * 70), ("can't", " ")], "same", 500)  # a window that starts inside the whitespace after "I"
+@example([("x", " "), ("I", " " * 40), ("won't", " ")], "upper", 300)
+def test_the_refusal_shortcut_never_changes_the_answer(pieces, case, padding):
     from assay.judges._evidence import _REFUSAL, refuses
 
-    text = " ".join(pieces)
+    # Neutral padding makes the text long enough that the windows are searched, not the whole text.
+    text = "." * padding + "".join(piece + gap for piece, gap in pieces) + "." * padding
     text = text if case == "same" else getattr(text, case)()
     assert refuses(text) == bool(_REFUSAL.search(text))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -390,7 +391,12 @@ def load_document(path: Path) -> SourceDocument:
     A file over :data:`MAX_DOCUMENT_BYTES` is refused unread: no spec document comes near it.
     """
     with open(path, "rb") as handle:
-        raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+        # Ask for what the file holds (plus one byte, to see it grew): a read of the whole bound would set
+        # aside 256 MiB for every small document, and a pack has hundreds of them.
+        expected = min(os.fstat(handle.fileno()).st_size, MAX_DOCUMENT_BYTES) + 1
+        raw = handle.read(expected)
+        if len(raw) == expected:
+            raw += handle.read(MAX_DOCUMENT_BYTES + 1 - len(raw))
     if len(raw) > MAX_DOCUMENT_BYTES:
         raise DocumentError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB, so it was not read")
     try:

@@ -20,6 +20,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from ..components import Metric, MetricContext, MetricValue
@@ -47,6 +48,9 @@ def _pair_ident(key: Mapping[str, Any]) -> str:
     return f"{key['case_id']} {key['endpoint']} {key['seed']} {key['epoch']} {key['protocol']}"  # PAIR_FIELDS
 
 
+_NO_STAGES: Mapping[str, Any] = {}
+
+
 def _stage(row: Row, stage: str) -> Mapping[str, Any] | None:
     outcome: Mapping[str, Any] | None = row.get("stages", {}).get(stage)
     return outcome
@@ -58,17 +62,6 @@ def _carried(row: Row, stage: str) -> Mapping[str, Any]:
     return outcome
 
 
-def _group_key(
-    row: Row, context: MetricContext, by: Sequence[str], keys: Sequence[str] = ENDPOINT_CONDITION
-) -> GroupKey:
-    key = row["key"]
-    parts: list[tuple[str, Any]] = [(name, key[name]) for name in keys]
-    for name in by:
-        case = context.cases.get(key["case_id"], {})
-        parts.append((name, case.get(name, "unknown")))
-    return tuple(parts)
-
-
 def _grouped(
     rows: Sequence[Row], context: MetricContext, by: Sequence[str], stage: str, keys: Sequence[str] = ENDPOINT_CONDITION
 ) -> dict[GroupKey, list[Row]]:
@@ -78,10 +71,29 @@ def _grouped(
     """
 
     def compute() -> dict[GroupKey, list[Row]]:
-        groups: dict[GroupKey, list[Row]] = defaultdict(list)
+        # Rows are gathered under their raw key values (one C-level pick per row, the case's fields looked up
+        # once per case); the named group keys are built once per group, not once per row.
+        pick = itemgetter(*keys) if keys else (lambda key: ())
+        single = len(keys) == 1
+        case_parts: dict[Any, GroupKey] = {}
+        raw_groups: dict[tuple[Any, GroupKey], list[Row]] = {}
         for row in rows:
-            if stage in row.get("stages", {}):
-                groups[_group_key(row, context, by, keys)].append(row)
+            if stage in row.get("stages", _NO_STAGES):
+                key = row["key"]
+                case_id = key["case_id"]
+                parts = case_parts.get(case_id)
+                if parts is None:
+                    case = context.cases.get(case_id, {})
+                    parts = case_parts[case_id] = tuple((name, case.get(name, "unknown")) for name in by)
+                raw = (pick(key), parts)
+                members = raw_groups.get(raw)
+                if members is None:
+                    members = raw_groups[raw] = []
+                members.append(row)
+        groups: dict[GroupKey, list[Row]] = {}
+        for (values, parts), members in raw_groups.items():
+            named = tuple(zip(keys, (values,) if single else values, strict=True)) + parts
+            groups.setdefault(named, []).extend(members)
         return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
 
     return context.memo(("grouped", id(rows), stage, tuple(by), tuple(keys)), compute)
@@ -170,14 +182,26 @@ def _rate_cells(
     """(hits, denominator) per group of ``grouped``, memoised per grouping, hit and applies."""
 
     def compute() -> dict[GroupKey, tuple[int, int]]:
-        cells: dict[GroupKey, tuple[int, int]] = {}
-        for group, members in grouped.items():
-            if applies is not None:
-                members = list(filter(applies, members))
-            cells[group] = (sum(1 for _ in filter(hit, members)), len(members))
-        return cells
+        applied = _applied(rows, context, grouped, grouping, applies)
+        return {group: (len(list(filter(hit, members))), len(members)) for group, members in applied.items()}
 
     return context.memo(("rate-cells", id(rows), grouping, hit, applies), compute)
+
+
+def _applied(
+    rows: Sequence[Row],
+    context: MetricContext,
+    grouped: Mapping[GroupKey, list[Row]],
+    grouping: Hashable,
+    applies: Callable[[Row], bool] | None,
+) -> Mapping[GroupKey, list[Row]]:
+    """The members of each group of ``grouped`` within ``applies`` (memoised: rates over one denominator share it)."""
+    if applies is None:
+        return grouped
+    return context.memo(
+        ("applied", id(rows), grouping, applies),
+        lambda: {group: list(filter(applies, members)) for group, members in grouped.items()},
+    )
 
 
 def _count_cells(
@@ -191,10 +215,8 @@ def _count_cells(
     """Rows for which ``predicate`` holds, per group of ``grouped`` (within ``applies``)."""
 
     def compute() -> dict[GroupKey, int]:
-        return {
-            group: sum(1 for row in members if (applies is None or applies(row)) and predicate(row))
-            for group, members in grouped.items()
-        }
+        applied = _applied(rows, context, grouped, grouping, applies)
+        return {group: len(list(filter(predicate, members))) for group, members in applied.items()}
 
     return context.memo(("count-cells", id(rows), grouping, predicate, applies), compute)
 
@@ -265,26 +287,32 @@ class AuditAccounting:
         """One accounting table per group."""
         values = []
         for group, members in _grouped(rows, context, (), "semantic").items():
-            core_fail = [row for row in members if _carried(row, "semantic")["core_fail"] is True]
-            audits = [_stage(row, "audit") for row in members]
-            selected = [audit for audit in audits if audit is not None and audit["selected"]]
+            core_fail = missing = 0
+            selected = []
+            for row in members:  # one pass, reading each row's stages once
+                stages = row["stages"]
+                audit = stages.get("audit")
+                if audit is not None and audit["selected"]:
+                    selected.append(audit)
+                if stages["semantic"]["core_fail"] is True:
+                    core_fail += 1
+                    missing += not (audit or _NO_AUDIT).get("selected", False)
             outcomes = Counter(audit["outcome"] for audit in selected)
-            detail: dict[str, Any] = {"core_fail": len(core_fail), "audited": len(selected)}
-            detail["missing"] = sum(1 for row in core_fail if not (_stage(row, "audit") or {}).get("selected", False))
+            detail: dict[str, Any] = {"core_fail": core_fail, "audited": len(selected), "missing": missing}
             detail.update({outcome: outcomes.get(outcome, 0) for outcome in AUDIT_OUTCOMES})
             detail.update({flag: sum(1 for audit in selected if audit["evidence"][flag]) for flag in EVIDENCE_FLAGS})
             detail["closes"] = (
                 detail["missing"] == 0
-                and len(selected) == len(core_fail)
+                and len(selected) == core_fail
                 and sum(outcomes.get(o, 0) for o in AUDIT_OUTCOMES) == len(selected)
             )
             values.append(
                 MetricValue(
                     self.name,
                     dict(group),
-                    rate(len(selected), len(core_fail)),
+                    rate(len(selected), core_fail),
                     len(selected),
-                    len(core_fail),
+                    core_fail,
                     None,
                     None,
                     detail,
@@ -359,10 +387,10 @@ class McNemarVsBaseline:
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One test per non-baseline condition with at least one pair, grouped by condition."""
         outcomes: dict[str, dict[str, bool]] = defaultdict(dict)
-        for row in rows:
-            if self.stage in row.get("stages", {}):
-                key = row["key"]
-                outcomes[key["condition"]][_pair_ident(key)] = bool(self.outcome(row))
+        idents = context.memo(("pair-idents", id(rows)), lambda: [_pair_ident(row["key"]) for row in rows])
+        for row, ident in zip(rows, idents, strict=True):
+            if self.stage in row.get("stages", _NO_STAGES):
+                outcomes[row["key"]["condition"]][ident] = bool(self.outcome(row))
         base = outcomes.get(self.baseline)
         if not base:
             return []

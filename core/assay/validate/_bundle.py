@@ -331,12 +331,7 @@ def _check_contents(
         if rows_path.stat().st_size >= PARALLEL_BYTES:
             # A large bundle is re-derived by a child that reads the rows itself, while they are read and checked
             # here and the metrics recomputed: two cores at work from the first row. Findings join at the end.
-            def load() -> tuple[list[dict[str, Any]], list[int]] | None:
-                child_lines: list[int] = []
-                child_rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, Report(""), child_lines)
-                return None if child_rows is None else (child_rows, child_lines)
-
-            rederiving.fork(load)
+            rederiving.fork(lambda: _candidate_rows(rows_path))
     lines: list[int] = []
     rows: list[dict[str, Any]] | None = None
     try:
@@ -572,27 +567,25 @@ MAX_UNREADABLE_ROWS = 1_000
 def _row_lines(path: Path) -> Iterator[tuple[int, bytes | None, bool]]:
     """(line number, the row's bytes or None when over :data:`MAX_ROW_BYTES`, whether it ended with a newline).
 
-    Read in chunks with a bound on what is held: neither a huge row nor
-    millions of blank lines are ever in memory at once.
+    Read a line at a time with a bound on what is held: neither a huge row
+    nor millions of blank lines are ever in memory at once. (A buffered
+    ``readline`` copies each row once; splitting large chunks copied it twice.)
     """
     number = 0
-    pending = b""
-    oversized = False  # the current line passed the bound: its bytes are dropped until its newline
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK_BYTES):
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                number += 1
-                yield number, None if oversized or len(line) > MAX_ROW_BYTES else line, True
-                oversized = False
-            if len(pending) > MAX_ROW_BYTES:
-                oversized, pending = True, b""
-    if pending or oversized:
-        yield number + 1, None if oversized else pending, False
+    with open(path, "rb", buffering=_READ_BUFFER) as handle:
+        while line := handle.readline(MAX_ROW_BYTES + 1):
+            number += 1
+            if line.endswith(b"\n"):
+                yield number, line[:-1], True
+            elif len(line) <= MAX_ROW_BYTES:
+                yield number, line, False  # the last line, without its newline
+            else:  # over the bound: its bytes are dropped up to its newline
+                while line and not line.endswith(b"\n"):
+                    line = handle.readline(MAX_ROW_BYTES + 1)
+                yield number, None, bool(line)
 
 
-_CHUNK_BYTES = 8 << 20
+_READ_BUFFER = 1 << 20
 
 
 def _parse_row(raw: bytes | None) -> tuple[Any, str | None, str]:
@@ -611,6 +604,28 @@ def _row_error(
     counts[code] = counts.get(code, 0) + 1
     if counts[code] <= _MAX_LISTED:
         report.add(file, message, rank=rank, code=code, line=line, pointer=pointer)
+
+
+def _candidate_rows(path: Path) -> tuple[list[dict[str, Any]], list[int]] | None:
+    """Every row of a rows file that parses as an object, and its line: a superset of what :func:`_check_rows` keeps.
+
+    None where :func:`_check_rows` gives up (too many unreadable rows running).
+    """
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    unreadable = 0
+    for number, raw, _ in _row_lines(path):
+        row, problem, _ = _parse_row(raw)
+        if problem is not None:
+            unreadable += 1
+            if unreadable >= MAX_UNREADABLE_ROWS:
+                return None
+            continue
+        unreadable = 0
+        if isinstance(row, dict):
+            rows.append(row)
+            lines.append(number)
+    return rows, lines
 
 
 def _case_loader(pack: Pack, case_index: dict[str, dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
@@ -656,6 +671,7 @@ def _check_rows(
         "epoch": set(range(plan["epochs"])),
         "protocol": set(plan["protocols"]),
     }
+    plan_cases, plan_endpoints, plan_conditions, plan_seeds, plan_epochs, plan_protocols = plan_sets.values()
     stages = set(plan["stages"])
     judges = set(registry.names("judges"))
     counts: dict[str, int] = {}
@@ -718,8 +734,15 @@ def _check_rows(
             )
             continue
         seen[ident] = number
-        outside = [field for field, value in key.items() if value not in plan_sets[field]]
-        if outside:
+        if not (
+            ident[0] in plan_cases
+            and ident[1] in plan_endpoints
+            and ident[2] in plan_conditions
+            and ident[3] in plan_seeds
+            and ident[4] in plan_epochs
+            and ident[5] in plan_protocols
+        ):
+            outside = [field for field, value in key.items() if value not in plan_sets[field]]
             _row_error(
                 report,
                 file,
@@ -744,8 +767,8 @@ def _check_rows(
                 counts,
             )
         row_stages = row["stages"]
-        extra = sorted(set(row_stages) - stages)
-        if extra:
+        if not stages.issuperset(row_stages):
+            extra = sorted(set(row_stages) - stages)
             _row_error(
                 report,
                 file,

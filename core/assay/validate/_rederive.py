@@ -24,18 +24,22 @@ model cannot be re-derived; ``assay rejudge`` measures those by agreement.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from ..components import JudgeInstance
+from ..engine.stages.audit import run_audit
+from ..engine.stages.permission import PERMISSION_PROMPT_VERSION
 from ..plugins import Registry
+from ..rejudge import prompt_texts
 from ._report import Rank, Report
 
-__all__ = ["deterministic_judges", "rederive_rows"]
+__all__ = ["Derivation", "RederiveJob", "derive_rows", "deterministic_judges", "rederive_rows"]
 
 _T = TypeVar("_T")
 #: Findings of this kind listed before the rest are summarised.
@@ -257,6 +261,62 @@ def _first_difference(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -
     return None
 
 
+@dataclasses.dataclass
+class Derivation:
+    """What re-deriving rows found: how many verdicts each line had checked, and every mismatch in line order."""
+
+    checked: dict[int, int] = dataclasses.field(default_factory=dict)
+    mismatches: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)  # (line, pointer, message)
+
+    def restricted(self, lines: Iterable[int]) -> Derivation:
+        """Only what was found on ``lines`` (the rows the validation accepted)."""
+        keep = set(lines)
+        return Derivation(
+            {line: n for line, n in self.checked.items() if line in keep},
+            [found for found in self.mismatches if found[0] in keep],
+        )
+
+    def report(self, report: Report, file: str) -> int:
+        """Add the mismatches to ``report`` (the first few, then a count); returns how many verdicts were checked."""
+        for line, pointer, message in self.mismatches[:_MAX_LISTED]:
+            report.add(file, message, rank=Rank.INTEGRITY, code="verdict-mismatch", line=line, pointer=pointer)
+        if len(self.mismatches) > _MAX_LISTED:
+            report.add(
+                file,
+                f"{len(self.mismatches) - _MAX_LISTED} more rows record verdicts their own record does not give",
+                rank=Rank.INTEGRITY,
+                code="verdict-mismatch",
+            )
+        return sum(self.checked.values())
+
+
+def derive_rows(
+    rows: Sequence[Mapping[str, Any]],
+    lines: Sequence[int],
+    case_of: Callable[[str], Mapping[str, Any] | None],
+    judges: Mapping[str, JudgeInstance],
+    oracles: Mapping[str, Any],
+    pack_root: Path | None = None,
+) -> Derivation:
+    """Re-derive the deterministic verdicts of ``rows`` (found at ``lines``).
+
+    ``case_of(case_id)`` gives a case's data (None when it cannot be had);
+    it is asked only for rows that hold something to re-derive; ``pack_root``
+    is where a permission case's environment files come from.
+    """
+    found = Derivation()
+
+    def mismatch(line: int, pointer: str, message: str) -> None:
+        found.mismatches.append((line, pointer, message))
+
+    scorer = _PermissionScorer(pack_root)
+    try:
+        _rederive_all(rows, lines, case_of, judges, oracles, scorer, mismatch, _audit_rule(), found.checked)
+    finally:
+        scorer.close()
+    return found
+
+
 def rederive_rows(
     rows: Sequence[Mapping[str, Any]],
     lines: Sequence[int],
@@ -267,34 +327,11 @@ def rederive_rows(
     report: Report,
     pack_root: Path | None = None,
 ) -> int:
-    """Re-derive the deterministic verdicts of ``rows`` (at ``lines`` of ``file``); returns how many were checked.
+    """Re-derive the verdicts of ``rows`` (at ``lines`` of ``file``) into ``report``; returns how many were checked.
 
-    ``case_of(case_id)`` gives a case's data (None when it cannot be had);
-    it is asked only for rows that hold something to re-derive; ``pack_root``
-    is where a permission case's environment files come from.
+    See :func:`derive_rows`.
     """
-    checked = mismatches = 0
-    audit_rule = _audit_rule()
-
-    def mismatch(line: int, pointer: str, message: str) -> None:
-        nonlocal mismatches
-        mismatches += 1
-        if mismatches <= _MAX_LISTED:
-            report.add(file, message, rank=Rank.INTEGRITY, code="verdict-mismatch", line=line, pointer=pointer)
-
-    scorer = _PermissionScorer(pack_root)
-    try:
-        checked += _rederive_all(rows, lines, case_of, judges, oracles, scorer, mismatch, audit_rule)
-    finally:
-        scorer.close()
-    if mismatches > _MAX_LISTED:
-        report.add(
-            file,
-            f"{mismatches - _MAX_LISTED} more rows record verdicts their own record does not give",
-            rank=Rank.INTEGRITY,
-            code="verdict-mismatch",
-        )
-    return checked
+    return derive_rows(rows, lines, case_of, judges, oracles, pack_root).report(report, file)
 
 
 def _rederive_all(
@@ -306,16 +343,24 @@ def _rederive_all(
     scorer: _PermissionScorer,
     mismatch: Callable[[int, str, str], None],
     audit_rule: Mapping[str, Any],
-) -> int:
-    """Re-derive every row; a row whose own record breaks the re-derivation is a finding, not a crash."""
-    checked = 0
+    checked: dict[int, int],
+) -> None:
+    """Re-derive every row into ``checked`` (per line); a row whose record breaks it is a finding, not a crash."""
     for row, line in zip(rows, lines, strict=True):
         try:
-            checked += _rederive_row(row, line, case_of, judges, oracles, scorer, mismatch, audit_rule)
-        except Exception as exc:  # noqa: BLE001 - a schema-valid row the engine could not have written
-            where = _key_text(row["key"])
-            mismatch(line, "", f"the row cannot be re-derived from its own record ({type(exc).__name__}; {where})")
-    return checked
+            count = _rederive_row(row, line, case_of, judges, oracles, scorer, mismatch, audit_rule)
+        except Exception as exc:  # noqa: BLE001 - a row the engine could not have written
+            mismatch(
+                line, "", f"the row cannot be re-derived from its own record ({type(exc).__name__}; {_where(row)})"
+            )
+            continue
+        if count:
+            checked[line] = count
+
+
+def _where(row: Mapping[str, Any]) -> str:
+    key = row.get("key")
+    return _key_text(key) if isinstance(key, Mapping) else "a row without a key"
 
 
 def _rederive_row(
@@ -329,10 +374,6 @@ def _rederive_row(
     audit_rule: Mapping[str, Any],
 ) -> int:
     """Re-derive one row's verdicts; returns how many were checked (mismatches go to ``mismatch``)."""
-    from ..engine.stages.audit import run_audit
-    from ..engine.stages.permission import PERMISSION_PROMPT_VERSION
-    from ..rejudge import prompt_texts
-
     checked = 0
     permission = row["stages"].get("permission")
     if permission is not None and permission.get("produced_by", {}).get("version") == PERMISSION_PROMPT_VERSION:
@@ -365,8 +406,7 @@ def _rederive_row(
     case = case_of(row["key"]["case_id"])
     if case is None:
         return checked
-    where = _key_text(row["key"])
-    prompts = prompt_texts(dict(row))
+    prompts = prompt_texts(row)
     if judge is not None:
         try:
             derived = _run(judge.semantic(case, row.get("final_output"), prompts))
@@ -379,7 +419,7 @@ def _rederive_row(
                 line,
                 f"/stages/semantic/{field}",
                 f"semantic {field} is recorded as {semantic.get(field)!r}, the {producer.get('name')} judge "
-                f"gives {derived.get(field)!r} from the recorded response ({where})",
+                f"gives {derived.get(field)!r} from the recorded response ({_key_text(row['key'])})",
             )
             return checked
     if audit is None or not redo_audit:
@@ -404,7 +444,7 @@ def _rederive_row(
             line,
             f"/stages/audit/{field}",
             f"audit {field} is recorded as {audit.get(field)!r}, re-derived from the recorded response and "
-            f"trace as {derived_audit.get(field)!r} ({where})",
+            f"trace as {derived_audit.get(field)!r} ({_key_text(row['key'])})",
         )
     return checked
 
@@ -419,17 +459,18 @@ class RederiveJob:
     """Re-derivation of a bundle's verdicts, run alongside the rest of the validation when the bundle is large.
 
     On Linux, for a rows file of :data:`PARALLEL_BYTES` or more, a child is
-    forked before the rows are read: it reads them itself (the same checks,
-    so the same rows) and re-derives while the parent reads them again for
-    its own checks and recomputes the metrics; the child sends its findings
-    back over a pipe. If the child cannot be made or fails, the work is done
-    in the parent. The findings are the same, in the same order, either way.
+    forked before the rows are read. It parses them itself and re-derives
+    every row that parses as an object, while the parent reads them again for
+    its own checks and recomputes the metrics; the child sends back what it
+    found per line, and the parent keeps what concerns the rows it accepted.
+    (The child skips the schema and key checks: a row they reject is re-derived
+    in vain, under the same per-row guard, and dropped.) If the child cannot be
+    made or fails, the work is done in the parent. The findings are the same,
+    in the same order, either way.
     """
 
-    def __init__(
-        self, derive: Callable[[Sequence[Mapping[str, Any]], Sequence[int], Report], int], target: str
-    ) -> None:
-        self._derive, self._target = derive, target
+    def __init__(self, derive: Callable[[Sequence[Mapping[str, Any]], Sequence[int]], Derivation], file: str) -> None:
+        self._derive, self._file = derive, file
         self._pid: int | None = None
         self._fd: int | None = None
 
@@ -444,13 +485,17 @@ class RederiveJob:
     ) -> RederiveJob:
         """A job over the rows it will be given (:meth:`fork` or :meth:`finish`)."""
 
-        def derive(rows: Sequence[Mapping[str, Any]], lines: Sequence[int], report: Report) -> int:
-            return rederive_rows(rows, lines, case_of, judges, oracles, file, report, pack_root)
+        def derive(rows: Sequence[Mapping[str, Any]], lines: Sequence[int]) -> Derivation:
+            return derive_rows(rows, lines, case_of, judges, oracles, pack_root)
 
         return cls(derive, file)
 
     def fork(self, load: Callable[[], _Rows | None]) -> None:
-        """Start the work in a child that gets its rows from ``load()``; nothing happens where fork is missing."""
+        """Start the work in a child on the candidate rows ``load()`` gives; nothing happens where fork is missing.
+
+        The candidates must include every row the parent will accept, at the
+        same line and with the same content.
+        """
         import os
         import sys
 
@@ -469,11 +514,10 @@ class RederiveJob:
             status = 1
             try:
                 os.close(read_fd)
-                local = Report(self._target)
                 loaded = load()
-                checked = 0 if loaded is None else self._derive(loaded[0], loaded[1], local)
-                found = [[i.file, i.line, i.pointer, i.message, int(i.rank), i.code] for i in local.issues]
-                view = memoryview(orjson.dumps({"checked": checked, "issues": found}))
+                found = Derivation() if loaded is None else self._derive(loaded[0], loaded[1])
+                message = {"checked": list(found.checked.items()), "mismatches": found.mismatches}
+                view = memoryview(orjson.dumps(message))
                 while view:
                     view = view[os.write(write_fd, view) :]
                 status = 0
@@ -485,13 +529,16 @@ class RederiveJob:
     def finish(self, report: Report, rows: Sequence[Mapping[str, Any]] | None, lines: Sequence[int]) -> int:
         """Add the re-derived findings to ``report`` (after what it holds); returns how many verdicts were checked.
 
-        ``rows`` and ``lines`` are the parent's own (None when the rows could
-        not be read): used when there is no child, or it failed.
+        ``rows`` and ``lines`` are the rows the parent accepted (None when the
+        rows could not be read) and their lines: what the child found is kept
+        for those lines only, and they are re-derived here when there is no
+        child or it failed.
         """
         import os
 
         import orjson
 
+        found: Derivation | None = None
         if self._pid is not None and self._fd is not None:
             chunks = []
             with os.fdopen(self._fd, "rb") as pipe:
@@ -499,12 +546,17 @@ class RederiveJob:
                     chunks.append(chunk)
             _, status = os.waitpid(self._pid, 0)
             self._pid = self._fd = None
-            if status == 0:
+            if status == 0 and rows is not None:
                 try:
                     sent = orjson.loads(b"".join(chunks))
-                    for file, line, pointer, message, rank, code in sent["issues"]:
-                        report.add(file, message, rank=Rank(rank), code=code, line=line, pointer=pointer)
-                    return int(sent["checked"])
+                    found = Derivation(
+                        {int(line): int(n) for line, n in sent["checked"]},
+                        [(int(line), str(pointer), str(message)) for line, pointer, message in sent["mismatches"]],
+                    ).restricted(lines)
                 except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                    pass  # then do the work here
-        return 0 if rows is None else self._derive(rows, lines, report)
+                    found = None  # then do the work here
+        if rows is None:
+            return 0
+        if found is None:
+            found = self._derive(rows, lines)
+        return found.report(report, self._file)
