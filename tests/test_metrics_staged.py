@@ -592,3 +592,44 @@ def test_report_of_a_run_bundle_has_the_main_tables(cli, run_bundle, host):
     assert f"### {TITLES['audit']}" in result.stdout and "| closes |" in result.stdout
     if len(_defenses(host)) > 1:
         assert f"### {TITLES['mcnemar']}" in result.stdout
+
+
+def _random_rows(count: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        _row(
+            rng.choice(sorted(FAMILIES)),
+            endpoint=rng.choice(["e1", "e2"]),
+            condition=rng.choice(["D0", "D3"]),
+            seed=i,
+            core_fail=rng.choice([True, False, None]),
+            outcome=rng.choice([None, "HarmEvidence", "NullAudit"]),
+            harm=rng.choice([None, True, False]),
+        )
+        for i in range(count)
+    ]
+
+
+def test_rates_counted_together_equal_rates_counted_one_at_a_time(monkeypatch):
+    """The built-in rates count their predicates in one pass per denominator; the numbers are each one's own."""
+    import assay.default_plugins.metrics as metrics
+
+    rows = _random_rows(400, seed=11)
+    names = [m.name for m in metrics.BUILTIN_METRICS if isinstance(m, metrics.RateMetric)]
+    together = [value.to_document() for value in _compute(rows, *names)]
+    monkeypatch.setattr(metrics, "_SIBLINGS", {})
+    assert together == [value.to_document() for value in _compute(rows, *names)]
+    assert any(document["numerator"] for document in together)
+
+
+def test_a_sibling_that_fails_on_a_row_does_not_fail_the_rate_counted_with_it(monkeypatch):
+    import assay.default_plugins.metrics as metrics
+
+    def fails(row):
+        raise KeyError("a predicate that cannot read this row")
+
+    key = ("semantic", None)
+    rows = _random_rows(50, seed=3)
+    expected = [value.to_document() for value in _compute(rows, "semantic.core_fail_rate")]
+    monkeypatch.setitem(metrics._SIBLINGS, key, (fails, *metrics._SIBLINGS[key]))
+    assert [value.to_document() for value in _compute(rows, "semantic.core_fail_rate")] == expected

@@ -183,9 +183,57 @@ def _rate_cells(
 
     def compute() -> dict[GroupKey, tuple[int, int]]:
         applied = _applied(rows, context, grouped, grouping, applies)
-        return {group: (len(list(filter(hit, members))), len(members)) for group, members in applied.items()}
+        counts = _predicate_counts(rows, context, applied, grouping, hit, applies)
+        return {group: (counts[group], len(members)) for group, members in applied.items()}
 
     return context.memo(("rate-cells", id(rows), grouping, hit, applies), compute)
+
+
+#: For each (stage, applies) of the built-in rates, every predicate (hit or nulls) they count over those rows.
+#: The first count of one of them counts them all in one pass, each row tested while it is in the cache: a
+#: pass per predicate over rows spread across a large heap waits on memory far more than it computes.
+_SIBLINGS: dict[tuple[str, Callable[[Row], bool] | None], tuple[Callable[[Row], bool], ...]] = {}
+
+
+def _predicate_counts(
+    rows: Sequence[Row],
+    context: MetricContext,
+    applied: Mapping[GroupKey, list[Row]],
+    grouping: Hashable,
+    predicate: Callable[[Row], bool],
+    applies: Callable[[Row], bool] | None,
+) -> Mapping[GroupKey, int]:
+    """Rows of each group of ``applied`` for which ``predicate`` holds, counted with its siblings (memoised)."""
+    stage = grouping[0] if isinstance(grouping, tuple) and grouping else None
+    batch = _SIBLINGS.get((stage, applies), ()) if isinstance(stage, str) else ()
+    if predicate not in batch:
+        batch = (predicate,)
+
+    def count(predicates: tuple[Callable[[Row], bool], ...]) -> dict[Callable[[Row], bool], dict[GroupKey, int]]:
+        tallies: dict[Callable[[Row], bool], dict[GroupKey, int]] = {p: {} for p in predicates}
+        for group, members in applied.items():
+            totals = [0] * len(predicates)
+            for row in members:
+                for index, test in enumerate(predicates):
+                    if test(row):
+                        totals[index] += 1
+            for test, total in zip(predicates, totals, strict=True):
+                tallies[test][group] = total
+        return tallies
+
+    def compute() -> dict[Callable[[Row], bool], dict[GroupKey, int]]:
+        try:
+            return count(batch)
+        except Exception:
+            if len(batch) == 1:
+                raise
+            return count((predicate,))
+
+    tallies = context.memo(("predicate-counts", id(rows), grouping, batch, applies), compute)
+    if predicate not in tallies:  # the batch failed on a sibling's row and was counted for another predicate
+        alone = (predicate,)
+        tallies = context.memo(("predicate-counts", id(rows), grouping, alone, applies), lambda: count(alone))
+    return tallies[predicate]
 
 
 def _applied(
@@ -216,7 +264,7 @@ def _count_cells(
 
     def compute() -> dict[GroupKey, int]:
         applied = _applied(rows, context, grouped, grouping, applies)
-        return {group: len(list(filter(predicate, members))) for group, members in applied.items()}
+        return dict(_predicate_counts(rows, context, applied, grouping, predicate, applies))
 
     return context.memo(("count-cells", id(rows), grouping, predicate, applies), compute)
 
@@ -759,6 +807,14 @@ BUILTIN_METRICS: tuple[Metric, ...] = (
         category_of=lambda row: _carried(row, "permission").get("error_category"),
     ),
 )
+
+
+for _metric in BUILTIN_METRICS:
+    if isinstance(_metric, RateMetric):
+        _found = _SIBLINGS.setdefault((_metric.stage, _metric.applies), ())
+        for _test in (_metric.hit, _metric.nulls):
+            if _test is not None and _test not in _found:
+                _found = _SIBLINGS[(_metric.stage, _metric.applies)] = (*_found, _test)
 
 
 @hookimpl
