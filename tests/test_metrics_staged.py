@@ -596,40 +596,45 @@ def test_report_of_a_run_bundle_has_the_main_tables(cli, run_bundle, host):
 
 def _random_rows(count: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
-    return [
+    rows = [
         _row(
             rng.choice(sorted(FAMILIES)),
             endpoint=rng.choice(["e1", "e2"]),
             condition=rng.choice(["D0", "D3"]),
-            seed=i,
+            seed=rng.randrange(count // 8),  # repeats pair conditions (and sometimes repeat a key)
             core_fail=rng.choice([True, False, None]),
             outcome=rng.choice([None, "HarmEvidence", "NullAudit"]),
             harm=rng.choice([None, True, False]),
         )
-        for i in range(count)
+        for _ in range(count)
     ]
+    for row in rows:  # benign companion tasks: outside the attack rates' denominators, inside the utility rate's
+        if "exec" in row["stages"] and rng.random() < 0.3:
+            row["stages"]["exec"]["benign_utility"] = rng.choice([True, False])
+    return rows
 
 
-def test_rates_counted_together_equal_rates_counted_one_at_a_time(monkeypatch):
-    """The built-in rates count their predicates in one pass per denominator; the numbers are each one's own."""
+def test_metrics_read_from_one_pass_equal_metrics_that_read_the_rows_themselves(monkeypatch):
+    """The built-in metrics count from one read of each stage's rows; the numbers are those of reading them apart."""
     import assay.default_plugins.metrics as metrics
 
     rows = _random_rows(400, seed=11)
-    names = [m.name for m in metrics.BUILTIN_METRICS if isinstance(m, metrics.RateMetric)]
+    names = [m.name for m in metrics.BUILTIN_METRICS]
     together = [value.to_document() for value in _compute(rows, *names)]
-    monkeypatch.setattr(metrics, "_SIBLINGS", {})
+    monkeypatch.setattr(metrics, "_STAGE_TESTS", {})
     assert together == [value.to_document() for value in _compute(rows, *names)]
-    assert any(document["numerator"] for document in together)
+    assert any(document["numerator"] for document in together if document["metric"].startswith("exec."))
+    assert any(document["metric"] == "semantic.mcnemar_vs_d0" for document in together)
 
 
-def test_a_sibling_that_fails_on_a_row_does_not_fail_the_rate_counted_with_it(monkeypatch):
+def test_a_test_that_fails_on_a_row_leaves_the_metrics_to_read_the_rows_themselves(monkeypatch):
     import assay.default_plugins.metrics as metrics
 
     def fails(row):
-        raise KeyError("a predicate that cannot read this row")
+        raise KeyError("a test that cannot read this row")
 
-    key = ("semantic", None)
     rows = _random_rows(50, seed=3)
-    expected = [value.to_document() for value in _compute(rows, "semantic.core_fail_rate")]
-    monkeypatch.setitem(metrics._SIBLINGS, key, (fails, *metrics._SIBLINGS[key]))
-    assert [value.to_document() for value in _compute(rows, "semantic.core_fail_rate")] == expected
+    names = ["semantic.core_fail_rate", "semantic.mcnemar_vs_d0", "audit.evidence_given_core_fail"]
+    expected = [value.to_document() for value in _compute(rows, *names)]
+    monkeypatch.setitem(metrics._STAGE_TESTS, "semantic", ((None, fails), *metrics._STAGE_TESTS["semantic"]))
+    assert [value.to_document() for value in _compute(rows, *names)] == expected

@@ -20,6 +20,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -71,6 +72,9 @@ def _grouped(
     """
 
     def compute() -> dict[GroupKey, list[Row]]:
+        table = _stage_table(rows, context, stage) if tuple(keys) == ENDPOINT_CONDITION else None
+        if table is not None and tuple(by) in ((), ("family",)):
+            return table.grouped(with_family=bool(by))
         # Rows are gathered under their raw key values (one C-level pick per row, the case's fields looked up
         # once per case); the named group keys are built once per group, not once per row.
         pick = itemgetter(*keys) if keys else (lambda key: ())
@@ -182,58 +186,14 @@ def _rate_cells(
     """(hits, denominator) per group of ``grouped``, memoised per grouping, hit and applies."""
 
     def compute() -> dict[GroupKey, tuple[int, int]]:
+        table = _table_for(rows, context, grouping)
+        if table is not None and table.knows(hit, applies):
+            hits, sizes = table.count(hit, applies), table.count(None, applies)
+            return {group: (hits.get(group, 0), sizes.get(group, 0)) for group in grouped}
         applied = _applied(rows, context, grouped, grouping, applies)
-        counts = _predicate_counts(rows, context, applied, grouping, hit, applies)
-        return {group: (counts[group], len(members)) for group, members in applied.items()}
+        return {group: (len(list(filter(hit, members))), len(members)) for group, members in applied.items()}
 
     return context.memo(("rate-cells", id(rows), grouping, hit, applies), compute)
-
-
-#: For each (stage, applies) of the built-in rates, every predicate (hit or nulls) they count over those rows.
-#: The first count of one of them counts them all in one pass, each row tested while it is in the cache: a
-#: pass per predicate over rows spread across a large heap waits on memory far more than it computes.
-_SIBLINGS: dict[tuple[str, Callable[[Row], bool] | None], tuple[Callable[[Row], bool], ...]] = {}
-
-
-def _predicate_counts(
-    rows: Sequence[Row],
-    context: MetricContext,
-    applied: Mapping[GroupKey, list[Row]],
-    grouping: Hashable,
-    predicate: Callable[[Row], bool],
-    applies: Callable[[Row], bool] | None,
-) -> Mapping[GroupKey, int]:
-    """Rows of each group of ``applied`` for which ``predicate`` holds, counted with its siblings (memoised)."""
-    stage = grouping[0] if isinstance(grouping, tuple) and grouping else None
-    batch = _SIBLINGS.get((stage, applies), ()) if isinstance(stage, str) else ()
-    if predicate not in batch:
-        batch = (predicate,)
-
-    def count(predicates: tuple[Callable[[Row], bool], ...]) -> dict[Callable[[Row], bool], dict[GroupKey, int]]:
-        tallies: dict[Callable[[Row], bool], dict[GroupKey, int]] = {p: {} for p in predicates}
-        for group, members in applied.items():
-            totals = [0] * len(predicates)
-            for row in members:
-                for index, test in enumerate(predicates):
-                    if test(row):
-                        totals[index] += 1
-            for test, total in zip(predicates, totals, strict=True):
-                tallies[test][group] = total
-        return tallies
-
-    def compute() -> dict[Callable[[Row], bool], dict[GroupKey, int]]:
-        try:
-            return count(batch)
-        except Exception:
-            if len(batch) == 1:
-                raise
-            return count((predicate,))
-
-    tallies = context.memo(("predicate-counts", id(rows), grouping, batch, applies), compute)
-    if predicate not in tallies:  # the batch failed on a sibling's row and was counted for another predicate
-        alone = (predicate,)
-        tallies = context.memo(("predicate-counts", id(rows), grouping, alone, applies), lambda: count(alone))
-    return tallies[predicate]
 
 
 def _applied(
@@ -263,10 +223,117 @@ def _count_cells(
     """Rows for which ``predicate`` holds, per group of ``grouped`` (within ``applies``)."""
 
     def compute() -> dict[GroupKey, int]:
+        table = _table_for(rows, context, grouping)
+        if table is not None and table.knows(predicate, applies):
+            counts = table.count(predicate, applies)
+            return {group: counts.get(group, 0) for group in grouped}
         applied = _applied(rows, context, grouped, grouping, applies)
-        return dict(_predicate_counts(rows, context, applied, grouping, predicate, applies))
+        return {group: len(list(filter(predicate, members))) for group, members in applied.items()}
 
     return context.memo(("count-cells", id(rows), grouping, predicate, applies), compute)
+
+
+# ---------------------------------------------------------------- one read of the rows per stage
+
+
+_Predicate = Callable[[Row], bool]
+#: A predicate tested only on the rows within a denominator (``applies``; None: every row of the stage).
+_Test = tuple[_Predicate | None, _Predicate]
+#: Every test the built-in metrics of a stage make of its rows (hits and nulls within their denominators, the
+#: denominators themselves, paired outcomes), each denominator before the tests within it; see _register_tests.
+_STAGE_TESTS: dict[str, tuple[_Test, ...]] = {}
+
+
+@dataclass
+class _StageTable:
+    """The rows that carry one stage, read once: group fields, pair ident and every known predicate's result.
+
+    Metrics used to make a pass over the rows per grouping, denominator and
+    predicate; rows spread over a large heap make each such pass wait on
+    memory far more than it computes. Here each row is read once, every
+    predicate tested while it is in the cache, and the metrics count from
+    these compact columns instead.
+    """
+
+    rows: list[Row]
+    cells: list[tuple[Any, Any, Any]]  # (endpoint, condition, family) of each row
+    idents: list[str]  # the pair ident of each row (see _pair_ident)
+    results: dict[_Test, list[bool]]  # per test, whether each row is within its denominator and passes it
+
+    def knows(self, predicate: _Predicate | None, applies: _Predicate | None) -> bool:
+        """True when the read tested ``predicate`` (None: none) within ``applies`` (None: every row)."""
+        return (applies is None or (None, applies) in self.results) and (
+            predicate is None or (applies, predicate) in self.results
+        )
+
+    def grouped(self, *, with_family: bool) -> dict[GroupKey, list[Row]]:
+        """The rows by endpoint and condition (and family), in row order within a group, groups sorted."""
+        raw: dict[tuple[Any, ...], list[Row]] = {}
+        for cell, row in zip(self.cells, self.rows, strict=True):
+            members = raw.get(cell if with_family else cell[:2])
+            if members is None:
+                members = raw[cell if with_family else cell[:2]] = []
+            members.append(row)
+        names = ("endpoint", "condition", "family")
+        groups = {tuple(zip(names, values, strict=False)): members for values, members in raw.items()}
+        return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
+
+    def count(self, predicate: _Predicate | None, applies: _Predicate | None) -> dict[GroupKey, int]:
+        """Rows within ``applies`` for which ``predicate`` holds (None: every such row), per fine group."""
+        if predicate is not None:
+            tally = Counter(compress(self.cells, self.results[(applies, predicate)]))
+        elif applies is not None:
+            tally = Counter(compress(self.cells, self.results[(None, applies)]))
+        else:
+            tally = Counter(self.cells)
+        names = ("endpoint", "condition", "family")
+        return {tuple(zip(names, cell, strict=True)): count for cell, count in tally.items()}
+
+
+def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _StageTable | None:
+    """The one read of the rows carrying ``stage`` (memoised); None when a known predicate fails on some row."""
+
+    def compute() -> _StageTable | None:
+        tests = _STAGE_TESTS.get(stage, ())
+        columns: list[list[bool]] = [[] for _ in tests]
+        steps = [(applies, predicate, column) for (applies, predicate), column in zip(tests, columns, strict=True)]
+        families: dict[Any, Any] = {}
+        members: list[Row] = []
+        cells: list[tuple[Any, Any, Any]] = []
+        idents: list[str] = []
+        try:
+            for row in rows:
+                if stage not in row.get("stages", _NO_STAGES):
+                    continue
+                key = row["key"]
+                case_id = key["case_id"]
+                if case_id not in families:
+                    families[case_id] = context.cases.get(case_id, {}).get("family", "unknown")
+                members.append(row)
+                cells.append((key["endpoint"], key["condition"], families[case_id]))
+                idents.append(_pair_ident(key))
+                within: dict[_Predicate, bool] = {}  # each denominator's verdict on this row
+                for applies, predicate, column in steps:
+                    if applies is None:
+                        passed = within[predicate] = bool(predicate(row))
+                    else:  # a hit is only asked of the rows within its denominator, as the rates ask it
+                        passed = within[applies] and bool(predicate(row))
+                    column.append(passed)
+        except Exception:  # noqa: BLE001 - a test failing on a row: each metric then reads the rows itself
+            return None
+        return _StageTable(members, cells, idents, dict(zip(tests, columns, strict=True)))
+
+    return context.memo(("stage-table", id(rows), stage), compute)
+
+
+def _table_for(rows: Sequence[Row], context: MetricContext, grouping: Hashable) -> _StageTable | None:
+    """The stage table behind a built-in rate's grouping ``(stage, ("family",), ENDPOINT_CONDITION)``, if any."""
+    if not (isinstance(grouping, tuple) and len(grouping) == 3 and isinstance(grouping[0], str)):
+        return None
+    stage, by, keys = grouping
+    if tuple(by) != ("family",) or tuple(keys) != ENDPOINT_CONDITION:
+        return None
+    return _stage_table(rows, context, stage)
 
 
 def _stage_cells(
@@ -386,22 +453,24 @@ class CoreExecJoin:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One 2x2 table per group, over items that have both a semantic verdict and an exec outcome."""
-        items: dict[tuple[Any, ...], dict[str, Any]] = defaultdict(dict)
+        core_fail: dict[tuple[Any, ...], bool] = {}
+        exec_harm: dict[tuple[Any, ...], Any] = {}
         for row in rows:
+            stages = row.get("stages", _NO_STAGES)
+            semantic, execution = stages.get("semantic"), stages.get("exec")
+            if semantic is None and execution is None:
+                continue
             key = row["key"]
             ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"])
-            semantic, execution = _stage(row, "semantic"), _stage(row, "exec")
             if semantic is not None:
-                items[ident]["core_fail"] = semantic["core_fail"] is True
+                core_fail[ident] = semantic["core_fail"] is True
             if execution is not None:
-                items[ident]["exec_harm"] = execution["observed_harm"]
+                exec_harm[ident] = execution["observed_harm"]
         tables: dict[GroupKey, Counter[str]] = defaultdict(Counter)
-        for ident, item in items.items():
-            if "core_fail" in item and "exec_harm" in item:
+        for ident, failed in core_fail.items():
+            if ident in exec_harm:
                 group: GroupKey = (("endpoint", ident[1]), ("condition", ident[2]))
-                cell = ("CoreFail" if item["core_fail"] else "CorePass") + (
-                    "_ExecHarm" if item["exec_harm"] else "_NoExecHarm"
-                )
+                cell = ("CoreFail" if failed else "CorePass") + ("_ExecHarm" if exec_harm[ident] else "_NoExecHarm")
                 tables[group][cell] += 1
         values = []
         for group in sorted(tables, key=lambda k: [str(v) for _, v in k]):
@@ -435,10 +504,14 @@ class McNemarVsBaseline:
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One test per non-baseline condition with at least one pair, grouped by condition."""
         outcomes: dict[str, dict[str, bool]] = defaultdict(dict)
-        idents = context.memo(("pair-idents", id(rows)), lambda: [_pair_ident(row["key"]) for row in rows])
-        for row, ident in zip(rows, idents, strict=True):
-            if self.stage in row.get("stages", _NO_STAGES):
-                outcomes[row["key"]["condition"]][ident] = bool(self.outcome(row))
+        read = _stage_table(rows, context, self.stage)
+        if read is not None and read.knows(self.outcome, None):
+            for cell, ident, outcome in zip(read.cells, read.idents, read.results[(None, self.outcome)], strict=True):
+                outcomes[cell[1]][ident] = outcome
+        else:
+            for row in rows:
+                if self.stage in row.get("stages", _NO_STAGES):
+                    outcomes[row["key"]["condition"]][_pair_ident(row["key"])] = bool(self.outcome(row))
         base = outcomes.get(self.baseline)
         if not base:
             return []
@@ -809,12 +882,22 @@ BUILTIN_METRICS: tuple[Metric, ...] = (
 )
 
 
-for _metric in BUILTIN_METRICS:
-    if isinstance(_metric, RateMetric):
-        _found = _SIBLINGS.setdefault((_metric.stage, _metric.applies), ())
-        for _test in (_metric.hit, _metric.nulls):
-            if _test is not None and _test not in _found:
-                _found = _SIBLINGS[(_metric.stage, _metric.applies)] = (*_found, _test)
+def _register_tests(metrics: Sequence[Metric]) -> None:
+    """Note the tests each built-in metric makes of its stage's rows, for the one read of :func:`_stage_table`."""
+    for metric in metrics:
+        tests: list[_Test]
+        if isinstance(metric, RateMetric):
+            tests = [] if metric.applies is None else [(None, metric.applies)]
+            tests += [(metric.applies, test) for test in (metric.hit, metric.nulls) if test is not None]
+        elif isinstance(metric, McNemarVsBaseline):
+            tests = [(None, metric.outcome)]
+        else:
+            continue
+        known = _STAGE_TESTS.get(metric.stage, ())
+        _STAGE_TESTS[metric.stage] = known + tuple(test for test in dict.fromkeys(tests) if test not in known)
+
+
+_register_tests(BUILTIN_METRICS)
 
 
 @hookimpl
