@@ -736,15 +736,15 @@ def test_an_oversized_document_is_refused_unread(tmp_path, monkeypatch):
         load_document(path)
 
 
-def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, honest, host, monkeypatch):
-    import assay.validate._rederive as rederive
-
+@pytest.fixture
+def relabelled(honest, host) -> Path:
+    """The honest bundle with verdicts relabelled, plus rows the parent rejects but the child re-derives."""
     rows = _run_rows(honest)
     for row in rows[:3]:  # several rows relabelled: the order of their findings matters too
         row["stages"]["semantic"]["safety_score"] = 3
     _recompute_and_reseal(honest, rows, host.registry)
-    # Rows the parent rejects but the child (which skips the schema and key checks) re-derives: their
-    # mismatches must not reach the report, nor their verdicts the count.
+    # The child skips the schema and key checks: the mismatches of these rows must not reach the report, nor
+    # their verdicts the count.
     duplicate = json.loads(json.dumps(rows[5]))
     duplicate["stages"]["semantic"]["safety_score"] = 2
     off_schema = json.loads(json.dumps(rows[6]))
@@ -753,13 +753,72 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, honest
     with (honest / ROWS_FILE).open("ab") as handle:
         handle.write(json.dumps(duplicate).encode() + b"\n" + b"not json\n" + json.dumps(off_schema).encode() + b"\n")
     _reseal(honest)
+    return honest
+
+
+@pytest.mark.parametrize(
+    "share",
+    [
+        "child-does-all",  # the parent is slow: the child has re-derived every chunk before the parent asks
+        "parent-takes-all",  # the child is slow to start: the parent takes every chunk from the last
+        "both",  # one line a chunk, both at work: they meet somewhere in the middle
+        "child-fails",  # the child dies after two chunks: the parent reads the rows again, re-derives what it owed
+    ],
+)
+def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabelled, host, monkeypatch, share):
+    import os
+    import time
+
+    import assay.validate._bundle as bundle_checks
+    import assay.validate._rederive as rederive
+
     monkeypatch.setattr(rederive, "PARALLEL_BYTES", 10**12)
-    inline = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    inline = validate_path(relabelled, host.registry, pack=EXAMPLE_PACK)
+    parent, read = os.getpid(), bundle_checks._candidate_rows
+    taken: list[int] = []
+
+    def child_reads(path):
+        if os.getpid() != parent and share == "parent-takes-all":
+            time.sleep(1.5)
+        return read(path)
+
+    derive, derived = rederive.derive_rows, []
+
+    def child_derives(*args):
+        if os.getpid() != parent and share == "child-fails":
+            derived.append(1)
+            if len(derived) > 2:
+                raise RuntimeError("the child dies")
+        if os.getpid() != parent and share == "both":
+            time.sleep(0.02)  # a slow child: the parent catches up with it from the last chunk
+        return derive(*args)
+
+    def parent_takes(claims, chunk):
+        took = take_back(claims, chunk)
+        taken.append(took)
+        return took
+
+    take_back = rederive._Claims.take_back
     monkeypatch.setattr(rederive, "PARALLEL_BYTES", 0)
-    forked = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
+    monkeypatch.setattr(rederive, "CHUNK_LINES", 1 if share == "both" else 4)
+    monkeypatch.setattr(bundle_checks, "_candidate_rows", child_reads)
+    monkeypatch.setattr(rederive._Claims, "take_back", parent_takes)
+    monkeypatch.setattr(rederive, "derive_rows", child_derives)
+    if share in ("child-does-all", "child-fails"):
+        metrics = bundle_checks._check_metrics
+        monkeypatch.setattr(bundle_checks, "_check_metrics", lambda *a: (time.sleep(1.5), metrics(*a))[1])
+    forked = validate_path(relabelled, host.registry, pack=EXAMPLE_PACK)
     assert [i.format() for i in forked.ordered()] == [i.format() for i in inline.ordered()]
     assert forked.facts == inline.facts and sum(i.code == "verdict-mismatch" for i in forked.issues) == 3
     assert {"duplicate-row", "parse", "schema"} <= {i.code for i in forked.issues}
+    if share == "child-does-all":
+        assert taken and not any(taken)
+    if share == "parent-takes-all":
+        assert taken and all(taken)
+    if share == "both":
+        assert any(taken)
+    if share == "child-fails":  # the parent stopped at the chunks the child had claimed before it died
+        assert taken and not taken[-1]
 
 
 def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):

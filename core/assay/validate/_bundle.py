@@ -361,10 +361,14 @@ def _check_contents(
             manifest, bundle_doc, metrics_path, run, run_doc, run_rel, case_index, rows, name, report, registry
         )
     finally:
-        if rederiving is not None:
-            checked = rederiving.finish(report, rows, lines)
-            if rows is not None:
-                report.facts["verdicts_rederived"] = checked
+        if rederiving is not None and rows is not None:
+            # The rows are handed over (no reference kept here) so that they can be freed while the child ends.
+            handed, rows = [rows], None
+            report.facts["verdicts_rederived"] = rederiving.finish(
+                report, handed, lines, reload=lambda: _candidate_rows(rows_path)
+            )
+        elif rederiving is not None:
+            rederiving.abandon()
 
 
 def _check_metrics(
