@@ -22,14 +22,13 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from ..components import Metric, MetricContext, MetricValue
 from ..hookspecs import Register, hookimpl
 from ..stats import holm_adjust, mcnemar_exact, rate, wilson_interval
 
 Row = Mapping[str, Any]
-_T = TypeVar("_T")
 GroupKey = tuple[tuple[str, Any], ...]
 
 AUDIT_OUTCOMES = ("HarmEvidence", "SemanticOnly", "NotObservable", "NullAudit", "OtherNoHarm")
@@ -243,9 +242,6 @@ _Test = tuple[_Predicate | None, _Predicate]
 #: Every test the built-in metrics of a stage make of its rows (hits and nulls within their denominators, the
 #: denominators themselves, paired outcomes), each denominator before the tests within it; see _register_tests.
 _STAGE_TESTS: dict[str, tuple[_Test, ...]] = {}
-#: Every value the built-in metrics of a stage read from its rows (a mean's numbers, the audit accounting's
-#: tallies, the join's work items), taken in the same read; see _register_tests.
-_STAGE_VALUES: dict[str, tuple[Callable[[Row], Any], ...]] = {}
 
 
 @dataclass
@@ -263,7 +259,6 @@ class _StageTable:
     cells: list[tuple[Any, Any, Any]]  # (endpoint, condition, family) of each row
     idents: list[str]  # the pair ident of each row (see _pair_ident)
     results: dict[_Test, list[bool]]  # per test, whether each row is within its denominator and passes it
-    values: dict[Callable[[Row], Any], list[Any]]  # per value read, its value in each row
 
     def knows(self, predicate: _Predicate | None, applies: _Predicate | None) -> bool:
         """True when the read tested ``predicate`` (None: none) within ``applies`` (None: every row)."""
@@ -273,19 +268,12 @@ class _StageTable:
 
     def grouped(self, *, with_family: bool) -> dict[GroupKey, list[Row]]:
         """The rows by endpoint and condition (and family), in row order within a group, groups sorted."""
-        return self._by_group(self.rows, with_family=with_family)
-
-    def grouped_values(self, value_of: Callable[[Row], Any], *, with_family: bool) -> dict[GroupKey, list[Any]]:
-        """The values ``value_of`` read, grouped as :meth:`grouped` groups their rows."""
-        return self._by_group(self.values[value_of], with_family=with_family)
-
-    def _by_group(self, items: list[_T], *, with_family: bool) -> dict[GroupKey, list[_T]]:
-        raw: dict[tuple[Any, ...], list[_T]] = {}
-        for cell, item in zip(self.cells, items, strict=True):
+        raw: dict[tuple[Any, ...], list[Row]] = {}
+        for cell, row in zip(self.cells, self.rows, strict=True):
             members = raw.get(cell if with_family else cell[:2])
             if members is None:
                 members = raw[cell if with_family else cell[:2]] = []
-            members.append(item)
+            members.append(row)
         names = ("endpoint", "condition", "family")
         groups = {tuple(zip(names, values, strict=False)): members for values, members in raw.items()}
         return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
@@ -307,9 +295,7 @@ def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _St
 
     def compute() -> _StageTable | None:
         tests = _STAGE_TESTS.get(stage, ())
-        readers = _STAGE_VALUES.get(stage, ())
         columns: list[list[bool]] = [[] for _ in tests]
-        read: list[tuple[Callable[[Row], Any], list[Any]]] = [(reader, []) for reader in readers]
         steps = [(applies, predicate, column) for (applies, predicate), column in zip(tests, columns, strict=True)]
         families: dict[Any, Any] = {}
         members: list[Row] = []
@@ -333,11 +319,9 @@ def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _St
                     else:  # a hit is only asked of the rows within its denominator, as the rates ask it
                         passed = within[applies] and bool(predicate(row))
                     column.append(passed)
-                for reader, found in read:
-                    found.append(reader(row))
         except Exception:  # noqa: BLE001 - a test failing on a row: each metric then reads the rows itself
             return None
-        return _StageTable(members, cells, idents, dict(zip(tests, columns, strict=True)), dict(read))
+        return _StageTable(members, cells, idents, dict(zip(tests, columns, strict=True)))
 
     return context.memo(("stage-table", id(rows), stage), compute)
 
@@ -375,17 +359,9 @@ class MeanMetric:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One mean per group; numerator is omitted, denominator counts the non-null values."""
-        table = _stage_table(rows, context, self.stage)
-        if table is not None and self.value_of in table.values and self.by in ((), ("family",)):
-            read = table.grouped_values(self.value_of, with_family=bool(self.by))
-        else:
-            read = {
-                group: [self.value_of(row) for row in members]
-                for group, members in _grouped(rows, context, self.by, self.stage).items()
-            }
         values = []
-        for group, found in read.items():
-            numbers = [v for v in found if v is not None]
+        for group, members in _grouped(rows, context, self.by, self.stage).items():
+            numbers = [v for v in (self.value_of(row) for row in members) if v is not None]
             mean = sum(numbers) / len(numbers) if numbers else None
             values.append(MetricValue(self.name, dict(group), mean, None, len(numbers)))
         return values
@@ -424,53 +400,40 @@ class AuditAccounting:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One accounting table per group."""
-        table = _stage_table(rows, context, "semantic")
-        if table is not None and _audit_tally in table.values:
-            tallies = table.grouped_values(_audit_tally, with_family=False)
-        else:
-            tallies = {
-                group: [_audit_tally(row) for row in members]
-                for group, members in _grouped(rows, context, (), "semantic").items()
-            }
         values = []
-        for group, found in tallies.items():
-            core_fail = missing = audited = 0
-            outcomes: Counter[Any] = Counter()
-            flags = dict.fromkeys(EVIDENCE_FLAGS, 0)
-            for (selected, failed, unaudited, outcome, evidence), count in Counter(found).items():
-                core_fail += failed * count
-                missing += unaudited * count
-                if selected:
-                    audited += count
-                    outcomes[outcome] += count
-                    for flag, raised in zip(EVIDENCE_FLAGS, evidence, strict=True):
-                        flags[flag] += raised * count
-            detail: dict[str, Any] = {"core_fail": core_fail, "audited": audited, "missing": missing}
+        for group, members in _grouped(rows, context, (), "semantic").items():
+            core_fail = missing = 0
+            selected = []
+            for row in members:  # one pass, reading each row's stages once
+                stages = row["stages"]
+                audit = stages.get("audit")
+                if audit is not None and audit["selected"]:
+                    selected.append(audit)
+                if stages["semantic"]["core_fail"] is True:
+                    core_fail += 1
+                    missing += not (audit or _NO_AUDIT).get("selected", False)
+            outcomes = Counter(audit["outcome"] for audit in selected)
+            detail: dict[str, Any] = {"core_fail": core_fail, "audited": len(selected), "missing": missing}
             detail.update({outcome: outcomes.get(outcome, 0) for outcome in AUDIT_OUTCOMES})
-            detail.update(flags)
+            detail.update({flag: sum(1 for audit in selected if audit["evidence"][flag]) for flag in EVIDENCE_FLAGS})
             detail["closes"] = (
                 detail["missing"] == 0
-                and audited == core_fail
-                and sum(outcomes.get(o, 0) for o in AUDIT_OUTCOMES) == audited
+                and len(selected) == core_fail
+                and sum(outcomes.get(o, 0) for o in AUDIT_OUTCOMES) == len(selected)
             )
             values.append(
-                MetricValue(self.name, dict(group), rate(audited, core_fail), audited, core_fail, None, None, detail)
+                MetricValue(
+                    self.name,
+                    dict(group),
+                    rate(len(selected), core_fail),
+                    len(selected),
+                    core_fail,
+                    None,
+                    None,
+                    detail,
+                )
             )
         return values
-
-
-def _audit_tally(row: Row) -> tuple[bool, bool, bool, Any, tuple[bool, ...]]:
-    """What the audit accounting counts of one semantic row: (audited, CoreFail, CoreFail left unaudited,
-    audit outcome, evidence flags)."""
-    stages = row["stages"]
-    audit = stages.get("audit")
-    selected = audit is not None and bool(audit["selected"])
-    failed = stages["semantic"]["core_fail"] is True
-    unaudited = failed and not (audit or _NO_AUDIT).get("selected", False)
-    if not selected:
-        return False, failed, unaudited, None, ()
-    assert audit is not None
-    return True, failed, unaudited, audit["outcome"], tuple(bool(audit["evidence"][f]) for f in EVIDENCE_FLAGS)
 
 
 @dataclass(frozen=True)
@@ -490,19 +453,19 @@ class CoreExecJoin:
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One 2x2 table per group, over items that have both a semantic verdict and an exec outcome."""
-        semantic_read, exec_read = _stage_table(rows, context, "semantic"), _stage_table(rows, context, "exec")
-        if (
-            semantic_read is not None
-            and exec_read is not None
-            and _item_core_fail in semantic_read.values
-            and _item_exec_harm in exec_read.values
-        ):
-            # Each filled in row order (the last row of an item wins), as a pass over the rows fills them.
-            core_fail = dict(semantic_read.values[_item_core_fail])
-            exec_harm = dict(exec_read.values[_item_exec_harm])
-        else:
-            core_fail = dict(_item_core_fail(row) for row in rows if "semantic" in row.get("stages", _NO_STAGES))
-            exec_harm = dict(_item_exec_harm(row) for row in rows if "exec" in row.get("stages", _NO_STAGES))
+        core_fail: dict[tuple[Any, ...], bool] = {}
+        exec_harm: dict[tuple[Any, ...], Any] = {}
+        for row in rows:
+            stages = row.get("stages", _NO_STAGES)
+            semantic, execution = stages.get("semantic"), stages.get("exec")
+            if semantic is None and execution is None:
+                continue
+            key = row["key"]
+            ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"])
+            if semantic is not None:
+                core_fail[ident] = semantic["core_fail"] is True
+            if execution is not None:
+                exec_harm[ident] = execution["observed_harm"]
         tables: dict[GroupKey, Counter[str]] = defaultdict(Counter)
         for ident, failed in core_fail.items():
             if ident in exec_harm:
@@ -517,21 +480,6 @@ class CoreExecJoin:
             harm = detail["CoreFail_ExecHarm"] + detail["CorePass_ExecHarm"]
             values.append(_rate_value(self.name, group, detail["CorePass_ExecHarm"], harm, detail))
         return values
-
-
-def _work_item(key: Mapping[str, Any]) -> tuple[Any, ...]:
-    # Core and exec are separate model calls: items match across protocols.
-    return (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"])
-
-
-def _item_core_fail(row: Row) -> tuple[tuple[Any, ...], bool]:
-    """(work item, CoreFail) of a semantic row, for the core-exec join."""
-    return _work_item(row["key"]), row["stages"]["semantic"]["core_fail"] is True
-
-
-def _item_exec_harm(row: Row) -> tuple[tuple[Any, ...], Any]:
-    """(work item, observed harm) of an exec row, for the core-exec join."""
-    return _work_item(row["key"]), row["stages"]["exec"]["observed_harm"]
 
 
 @dataclass(frozen=True)
@@ -947,12 +895,6 @@ def _register_tests(metrics: Sequence[Metric]) -> None:
             continue
         known = _STAGE_TESTS.get(metric.stage, ())
         _STAGE_TESTS[metric.stage] = known + tuple(test for test in dict.fromkeys(tests) if test not in known)
-    readers: list[tuple[str, Callable[[Row], Any]]] = [("semantic", _audit_tally)]
-    readers += [("semantic", _item_core_fail), ("exec", _item_exec_harm)]
-    readers += [(metric.stage, metric.value_of) for metric in metrics if isinstance(metric, MeanMetric)]
-    for stage, reader in readers:
-        if reader not in _STAGE_VALUES.get(stage, ()):
-            _STAGE_VALUES[stage] = (*_STAGE_VALUES.get(stage, ()), reader)
 
 
 _register_tests(BUILTIN_METRICS)
