@@ -743,8 +743,8 @@ def relabelled(honest, host) -> Path:
     for row in rows[:3]:  # several rows relabelled: the order of their findings matters too
         row["stages"]["semantic"]["safety_score"] = 3
     _recompute_and_reseal(honest, rows, host.registry)
-    # The child skips the schema and key checks: the mismatches of these rows must not reach the report, nor
-    # their verdicts the count.
+    # The child does not check keys against the plan, so it re-derives the duplicate: the mismatches of these
+    # rows must not reach the report, nor their verdicts the count.
     duplicate = json.loads(json.dumps(rows[5]))
     duplicate["stages"]["semantic"]["safety_score"] = 2
     off_schema = json.loads(json.dumps(rows[6]))

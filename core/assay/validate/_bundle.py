@@ -611,10 +611,13 @@ def _row_error(
 
 
 def _candidate_rows(path: Path) -> tuple[list[dict[str, Any]], list[int]] | None:
-    """Every row of a rows file that parses as an object, and its line: a superset of what :func:`_check_rows` keeps.
+    """Every schema-valid row of a rows file, and its line: a superset of what :func:`_check_rows` keeps.
 
+    Only the schema decides here (not duplicates or the plan), so nothing a
+    hostile row could be is handed to re-derivation that the schema refuses.
     None where :func:`_check_rows` gives up (too many unreadable rows running).
     """
+    schemas = spec_schemas(SUPPORTED_MAJORS[-1])
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     unreadable = 0
@@ -626,7 +629,11 @@ def _candidate_rows(path: Path) -> tuple[list[dict[str, Any]], list[int]] | None
                 return None
             continue
         unreadable = 0
-        if isinstance(row, dict):
+        if (
+            isinstance(row, dict)
+            and major_of(row.get("spec_version")) in SUPPORTED_MAJORS
+            and schemas.is_valid("result_row", row)
+        ):
             rows.append(row)
             lines.append(number)
     return rows, lines

@@ -522,9 +522,10 @@ class RederiveJob:
     parses as an object, while the parent reads them again for its own checks
     and recomputes the metrics; then the parent takes chunks from the last,
     until the two meet. The child sends back what it found per line, and the
-    parent keeps what concerns the rows it accepted. (The child skips the
-    schema and key checks: a row they reject is re-derived in vain, under the
-    same per-row guard, and dropped.) If the child cannot be made or fails,
+    parent keeps what concerns the rows it accepted. (The child checks the
+    schema but not the keys against the plan: a duplicate or unplanned row is
+    re-derived in vain, under the same per-row guard, and dropped.) If the
+    child cannot be made or fails,
     the work is done in the parent. The findings are the same, in the same
     order, either way.
     """
