@@ -14,7 +14,11 @@ calls again in a fresh sandbox; it is timed on a real scripted run of the
 example pack and printed as rows per second (it needs what the exec stage
 needs: bubblewrap and Landlock).
 
-    python bench/validate_bundle.py [--cases N] [--repeat K] [--keep DIR] [--no-replay]
+With ``--breakdown`` it also times the same validation with nothing re-derived,
+in one process and then with the second process reading the rows: what the
+re-derivation costs, apart from what the host's load costs every pass.
+
+    python bench/validate_bundle.py [--cases N] [--repeat K] [--keep DIR] [--no-replay] [--breakdown]
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 import orjson
 
 from assay.packs import Pack, lock_manifest
-from assay.plugins import load_plugins
+from assay.plugins import Registry, load_plugins
 from assay.schemas import spec_schemas
 from assay.synthetic import SyntheticPlan, build_bundle
 from assay.validate import validate_path
@@ -93,6 +97,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions; the median is reported")
     parser.add_argument("--keep", type=Path, help="write the bundle here instead of a temporary folder")
     parser.add_argument("--no-replay", action="store_true", help="skip the exec replay figure")
+    parser.add_argument("--breakdown", action="store_true", help="also time the validation with nothing re-derived")
     args = parser.parse_args()
 
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
@@ -144,9 +149,33 @@ def main() -> int:
             f"target {TARGET_SECONDS:.1f} s: {'met' if full_s <= TARGET_SECONDS else 'MISSED'} "
             f"({full_s / TARGET_SECONDS:.2f} of budget)"
         )
+        if args.breakdown:
+            breakdown(bundle, pack, registry, args.repeat)
         if not args.no_replay:
             replay_figure(work / "exec-run")
     return 0
+
+
+def breakdown(bundle: Path, pack: Pack, registry: Registry, repeat: int) -> None:
+    """The same validation with the re-derivation stubbed out: alone, then with the second process reading."""
+    from unittest import mock
+
+    import assay.validate._rederive as rederive
+
+    def nothing(*args: object, **kwargs: object) -> rederive.Derivation:
+        return rederive.Derivation()
+
+    for label, parallel_bytes in (("one process", 1 << 62), ("child reading", rederive.PARALLEL_BYTES)):
+        with (
+            mock.patch.object(rederive, "derive_rows", nothing),
+            mock.patch.object(rederive, "PARALLEL_BYTES", parallel_bytes),
+        ):
+            times = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                validate_path(bundle, registry, pack=pack.root)
+                times.append(time.perf_counter() - started)
+        print(f"nothing re-derived, {label}: {statistics.median(times):.3f} s (median of {repeat})")
 
 
 def replay_figure(out: Path, seeds: int = 5) -> None:
