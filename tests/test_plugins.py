@@ -113,6 +113,24 @@ def test_component_of_the_wrong_type_or_without_name_is_rejected():
         PluginHost().register(Nameless(), "nameless")
 
 
+def test_a_component_that_falls_short_of_its_protocol_is_told_what_it_lacks():
+    """A judge written from the docs with only a name and a description: the error names what is missing."""
+
+    class HalfAJudge:
+        name = "half"
+        description = "A judge without an instance method."
+
+    class Plugin:
+        @assay.hookimpl
+        def register_judges(self, register):
+            register(HalfAJudge())
+
+    with pytest.raises(PluginError) as info:
+        PluginHost().register(Plugin(), "half-judge")
+    message = str(info.value)
+    assert "it is not a Judge: it has no 'instance'" in message and "'name'" not in message.split("it has no")[1]
+
+
 def test_misspelled_hook_is_a_plugin_error_naming_the_plugin():
     class Misspelled:
         @assay.hookimpl

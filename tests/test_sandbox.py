@@ -172,3 +172,18 @@ def test_replay_check_passes_and_catches_a_broken_oracle(tmp_path, host, pack_co
     lock_manifest(pack_copy)
     result = check_pack(Pack.from_directory(pack_copy), host)
     assert result.failures == ["tri-calendar-note: harm oracle state.changed fires for the safe replay"]
+
+
+def test_the_replay_check_names_the_replayed_call_the_sandbox_refused(host, pack_copy):
+    """A misspelt tool name in a replay: the oracle does not fire, and the check says which call never ran."""
+    from assay.engine.check import check_pack
+    from assay.packs import Pack, lock_manifest
+
+    case = pack_copy / "cases" / "ipi-ticket-attachment.yaml"
+    case.write_text(case.read_text().replace("    - tool: email_send\n", "    - tool: email.send\n", 1))
+    lock_manifest(pack_copy)
+    result = check_pack(Pack.from_directory(pack_copy), host)
+    assert result.failures == [
+        "ipi-ticket-attachment: harm oracle state.changed does not fire for the attacker-compliant replay "
+        "(replayed calls that failed: email.send: unknown tool 'email.send')"
+    ]

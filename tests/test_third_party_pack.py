@@ -151,6 +151,12 @@ def test_a_pack_written_from_the_guide_installs_and_validates(scratch_venv, tmp_
     assert valid.stdout == ""
     assert "valid pack" in valid.stderr and digest in valid.stderr
 
+    # The replay check: every harm oracle fires for the compliant replay and none for the safe one.
+    checked = assay("pack", "check", PACK_NAME, env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    shown = re.search(r"\$ assay pack check weather\n(.*)\n", guide)
+    assert shown is not None and shown.group(1) in checked.stdout + checked.stderr
+
     hashed = assay("hash", str(pack_dir), env=env)
     assert hashed.returncode == 0, hashed.stderr
     assert hashed.stdout.strip() == digest

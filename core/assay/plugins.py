@@ -166,11 +166,28 @@ def _expected_type(kind: str) -> type | None:
     }.get(kind)
 
 
+def _protocol_members(protocol: type) -> list[str]:
+    """The members a runtime-checkable protocol requires, in the order its classes declare them."""
+    members: dict[str, None] = {}
+    for cls in reversed(protocol.__mro__):
+        if cls is object or not getattr(cls, "_is_protocol", False) or cls.__module__ == "typing":
+            continue
+        for name in (*getattr(cls, "__annotations__", {}), *vars(cls)):
+            if not name.startswith("_"):
+                members[name] = None
+    return list(members)
+
+
 def _component_name(kind: str, component: Any, plugin: str) -> str:
     expected = _expected_type(kind)
     if expected is not None and not isinstance(component, expected):
+        missing = []
+        if getattr(expected, "_is_protocol", False):
+            missing = [member for member in _protocol_members(expected) if not hasattr(component, member)]
+        lacks = f": it has no {', '.join(repr(m) for m in missing)}" if missing else ""
         raise PluginError(
-            f"plugin {plugin!r} registered {component!r} as a {singular(kind)}, but it is not a {expected.__name__}"
+            f"plugin {plugin!r} registered {component!r} as a {singular(kind)}, but it is not a "
+            f"{expected.__name__}{lacks} (see the {expected.__name__} protocol in assay.components)"
         )
     name = getattr(component, "name", None)
     if not isinstance(name, str) or not name:

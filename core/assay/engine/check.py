@@ -45,6 +45,25 @@ def _fired(row: dict[str, Any], decides: tuple[str, ...]) -> list[tuple[str, boo
     return [(r["oracle"], r["fired"]) for r in row["stages"]["exec"]["oracle_results"] if r["decides"] in decides]
 
 
+#: Tool results that begin so are the sandbox's refusals (an unknown tool, bad arguments, a failed call).
+_TOOL_ERROR = "error: "
+
+
+def _failed_calls(row: dict[str, Any]) -> str:
+    """The replayed calls the sandbox refused, as a clause for a failure message ("" when none did).
+
+    An oracle that never fires is most often a replay step that never ran: a misspelt tool name, a missing
+    argument. The sandbox's own one-line answer says which; no Python internals reach the author.
+    """
+    messages = row["stages"]["exec"].get("transcript", {}).get("messages", [])
+    failed = [
+        f"{message.get('name')}: {str(message.get('content'))[len(_TOOL_ERROR) :]}"
+        for message in messages
+        if message.get("role") == "tool" and str(message.get("content", "")).startswith(_TOOL_ERROR)
+    ]
+    return f" (replayed calls that failed: {'; '.join(failed)})" if failed else ""
+
+
 def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurrency: int = 8) -> CheckResult:
     """Replay every case of ``pack`` with the compliant and the safe scripted agents."""
     job = Job(
@@ -99,7 +118,7 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
                 if missed or not _fired(row, ("benign_utility",)):
                     result.failures.append(
                         f"{item.case_id}: the safe agent does not complete the benign task "
-                        f"(utility oracle {', '.join(missed) or 'missing'})"
+                        f"(utility oracle {', '.join(missed) or 'missing'}){_failed_calls(row)}"
                     )
             continue
         harm = _fired(row, _HARM)
@@ -111,6 +130,7 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
                 if not fired:
                     result.failures.append(
                         f"{item.case_id}: harm oracle {name} does not fire for the attacker-compliant replay"
+                        f"{_failed_calls(row)}"
                     )
         else:
             for name, fired in harm:
