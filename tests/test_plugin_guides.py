@@ -1,0 +1,87 @@
+"""The plugin-writing pages work as written: each page's distribution is extracted, installed and run.
+
+Every ``File: `path``` block of a page under docs/plugins/ is written into a
+scratch folder, installed with pip into a private target directory, and the
+commands the page shows are run through the real command line in child
+processes that see the plugin only through PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from test_third_party_pack import extract_files, write_files
+
+REPO = Path(__file__).resolve().parents[1]
+BACKEND_GUIDE = REPO / "docs" / "plugins" / "writing-a-backend.md"
+
+
+def _install(page: Path, tmp_path: Path, distribution: str) -> dict[str, str]:
+    """Extract the page's files, pip-install its distribution privately; the environment that sees it."""
+    write_files(extract_files(page.read_text(encoding="utf-8")), tmp_path)
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+         str(tmp_path / distribution)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
+        env.pop(switch, None)
+    return env
+
+
+def _assay(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
+
+
+def _shown(page: str, command: str) -> str:
+    """The first output line the page shows under ``$ command``."""
+    found = re.search(re.escape(f"$ {command}") + r"\n(.*)\n", page)
+    assert found is not None, f"the page shows no output for {command!r}"
+    return found.group(1)
+
+
+def test_the_backend_page_builds_a_backend_that_runs_and_validates(children, scratch_venv, tmp_path: Path):
+    page = BACKEND_GUIDE.read_text(encoding="utf-8")
+    env = _install(BACKEND_GUIDE, tmp_path, "assay-backend-canned")
+
+    plugins = _assay("plugins", "--json", env=env, cwd=tmp_path)
+    assert plugins.returncode == 0, plugins.stderr
+    assert {
+        "kind": "backends",
+        "name": "canned",
+        "plugin": "canned",
+        "distribution": "assay-backend-canned",
+        "version": "0.1.0",
+    } in json.loads(plugins.stdout)
+
+    run_command = "assay run --pack example --endpoint canned:reply=No. --stages semantic --out canned-run"
+    assert f"$ {run_command}" in page
+    ran = _assay(*run_command.split()[1:], env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    validated = _assay("validate", "canned-run/bundle", env=env, cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert _shown(page, "assay validate canned-run/bundle").split("(")[0] in validated.stderr
+
+    rows = [json.loads(line) for line in (tmp_path / "canned-run" / "bundle" / "rows.jsonl").read_text().splitlines()]
+    attacks = [row for row in rows if row["stages"]["semantic"]["defense_behavior"] != "not_applicable"]
+    assert attacks and all(row["stages"]["semantic"]["core_fail"] is False for row in attacks)
+    assert all(row["final_output"] == "No." for row in rows)
+    manifest = json.loads((tmp_path / "canned-run" / "bundle" / "run.json").read_text())
+    assert manifest["endpoints"][0]["backend"] == "canned"
+
+    bad_command = "assay run --pack example --endpoint canned:temperature=2 --stages semantic --out canned-bad"
+    refused = _assay(*bad_command.split()[1:], env=env, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert _shown(page, bad_command) in refused.stderr
+    assert "Traceback" not in refused.stderr
