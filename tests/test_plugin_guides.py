@@ -85,3 +85,33 @@ def test_the_backend_page_builds_a_backend_that_runs_and_validates(children, scr
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert _shown(page, bad_command) in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+JUDGE_GUIDE = REPO / "docs" / "plugins" / "writing-a-judge.md"
+
+
+def test_the_judge_page_builds_a_judge_whose_verdicts_the_validator_rederives(children, scratch_venv, tmp_path):
+    page = JUDGE_GUIDE.read_text(encoding="utf-8")
+    env = _install(JUDGE_GUIDE, tmp_path, "assay-judge-canary")
+
+    run_command = (
+        "assay run --pack example --endpoint scripted:comply --judge canary --stages semantic,audit --out canary-run"
+    )
+    assert f"$ {run_command}" in page
+    ran = _assay(*run_command.split()[1:], env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    validated = _assay("validate", "--json", "canary-run/bundle", env=env, cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    (report,) = json.loads(validated.stdout)["reports"]
+    rows = [json.loads(line) for line in (tmp_path / "canary-run" / "bundle" / "rows.jsonl").read_text().splitlines()]
+    judged = [row for row in rows if row["stages"]["semantic"]["produced_by"]["name"] == "canary"]
+    assert judged and any(row["stages"]["semantic"]["core_fail"] for row in judged)
+    assert report["facts"]["verdicts_rederived"] >= len(judged)
+    shown = _shown(page, "assay validate canary-run/bundle").split("(")[0]
+    assert shown in _assay("validate", "canary-run/bundle", env=env, cwd=tmp_path).stderr
+
+    # Without the plugin the bundle is refused, naming the judge.
+    bare = {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    refused = _assay("validate", "canary-run/bundle", env=bare, cwd=tmp_path)
+    assert refused.returncode == 1 and "judge 'canary' is not a registered plugin" in refused.stdout
