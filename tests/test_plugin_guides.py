@@ -115,3 +115,34 @@ def test_the_judge_page_builds_a_judge_whose_verdicts_the_validator_rederives(ch
     bare = {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     refused = _assay("validate", "canary-run/bundle", env=bare, cwd=tmp_path)
     assert refused.returncode == 1 and "judge 'canary' is not a registered plugin" in refused.stdout
+
+
+METRIC_GUIDE = REPO / "docs" / "plugins" / "writing-a-metric.md"
+
+
+def test_the_metric_page_builds_a_metric_the_validator_recomputes(children, scratch_venv, tmp_path: Path):
+    page = METRIC_GUIDE.read_text(encoding="utf-8")
+    env = _install(METRIC_GUIDE, tmp_path, "assay-metric-refusals")
+
+    run_command = "assay run --pack example --endpoint scripted:refuse --stages semantic --out refusal-run"
+    assert f"$ {run_command}" in page
+    ran = _assay(*run_command.split()[1:], env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    bundle = tmp_path / "refusal-run" / "bundle"
+    rows = [json.loads(line) for line in (bundle / "rows.jsonl").read_text().splitlines()]
+    refused = sum(row["stages"]["semantic"]["defense_behavior"] == "refused" for row in rows)
+    (claim,) = [
+        c for c in json.loads((bundle / "metrics.json").read_text())["metrics"] if c["metric"] == "refusals.rate"
+    ]
+    assert refused and (claim["numerator"], claim["denominator"]) == (refused, len(rows))
+
+    validated = _assay("validate", "refusal-run/bundle", env=env, cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert _shown(page, "assay validate refusal-run/bundle").split("(")[0] in validated.stderr
+
+    bare = {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    refused_bundle = _assay("validate", "refusal-run/bundle", env=bare, cwd=tmp_path)
+    assert (
+        refused_bundle.returncode == 1 and "metric 'refusals.rate' is not a registered plugin" in refused_bundle.stdout
+    )

@@ -16,6 +16,8 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   model call), :class:`MetricContext` and :class:`MetricValue`,
   :class:`OracleResult`, and the :class:`Family`, :class:`Defense` and
   :class:`Pack` registrations.
+* Statistics a metric reports with: :func:`rate` and :func:`wilson_interval`
+  (the helpers the built-in metrics use).
 * Errors: :class:`BackendError` (a model call failed for good),
   :class:`UsageError` (bad options, one line for the user), :class:`PluginError`.
 """
@@ -42,6 +44,7 @@ from .engine.messages import ChatRequest, ChatResponse
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
 from .packs import Pack
+from .stats import rate, wilson_interval
 
 __all__ = [
     "Backend",
@@ -66,4 +69,6 @@ __all__ = [
     "SandboxInstance",
     "UsageError",
     "hookimpl",
+    "rate",
+    "wilson_interval",
 ]
