@@ -21,9 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 BACKEND_GUIDE = REPO / "docs" / "plugins" / "writing-a-backend.md"
 
 
-def _install(page: Path, tmp_path: Path, distribution: str) -> dict[str, str]:
-    """Extract the page's files, pip-install its distribution privately; the environment that sees it."""
-    write_files(extract_files(page.read_text(encoding="utf-8")), tmp_path)
+def _install(page: Path, tmp_path: Path, distribution: str, *, extract: bool = True) -> dict[str, str]:
+    """Extract the page's files (unless done already), pip-install its distribution privately; the environment
+    that sees it."""
+    if extract:
+        write_files(extract_files(page.read_text(encoding="utf-8")), tmp_path)
     site = tmp_path / "site"
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
@@ -146,3 +148,39 @@ def test_the_metric_page_builds_a_metric_the_validator_recomputes(children, scra
     assert (
         refused_bundle.returncode == 1 and "metric 'refusals.rate' is not a registered plugin" in refused_bundle.stdout
     )
+
+
+ORACLE_GUIDE = REPO / "docs" / "plugins" / "writing-an-oracle.md"
+
+
+def test_the_oracle_page_builds_an_oracle_a_pack_uses_and_the_replay_check_fires(
+    children, scratch_venv, tmp_path: Path
+):
+    page = ORACLE_GUIDE.read_text(encoding="utf-8")
+    pack_dir = "assay-oracle-mail/src/assay_oracle_mail/pack"
+    write_files(extract_files(page), tmp_path)  # lock before installing, as the page does
+    bare = {k: v for k, v in os.environ.items() if k not in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS")}
+    locked = _assay("pack", "lock", pack_dir, env=bare, cwd=tmp_path)
+    assert locked.returncode == 0, locked.stderr
+    assert locked.stdout.strip() == _shown(page, f"assay pack lock {pack_dir}"), "the digest on the page is stale"
+
+    # Without the plugin, the validator names the oracle it cannot find.
+    unknown = _assay("validate", pack_dir, env=bare, cwd=tmp_path)
+    assert unknown.returncode == 1 and "oracle 'mail.outside' is not a registered plugin" in unknown.stdout
+
+    env = _install(ORACLE_GUIDE, tmp_path, "assay-oracle-mail", extract=False)
+    valid = _assay("validate", pack_dir, env=env, cwd=tmp_path)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert _shown(page, f"assay validate {pack_dir}").split("(")[0] in valid.stderr
+
+    checked = _assay("pack", "check", "mail-demo", env=env, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert _shown(page, "assay pack check mail-demo") in checked.stderr
+
+    # A case whose params break the oracle's schema is refused with its line and pointer.
+    case = tmp_path / pack_dir / "cases" / "ipi-newsletter-forward.yaml"
+    case.write_text(case.read_text().replace("allowed_domains: [example-corp.example]", "allowed_domains: []"))
+    assert _assay("pack", "lock", pack_dir, env=env, cwd=tmp_path).returncode == 0
+    broken = _assay("validate", pack_dir, env=env, cwd=tmp_path)
+    assert broken.returncode == 1 and "ipi-newsletter-forward.yaml:" in broken.stdout
+    assert "/oracles/0/params" in broken.stdout
