@@ -187,3 +187,16 @@ def test_the_replay_check_names_the_replayed_call_the_sandbox_refused(host, pack
         "ipi-ticket-attachment: harm oracle state.changed does not fire for the attacker-compliant replay "
         "(replayed calls that failed: email.send: unknown tool 'email.send')"
     ]
+
+
+def test_pack_check_refuses_an_invalid_pack_before_replaying_it(assay_cli, pack_copy):
+    """An invalid case would only show as an oracle that never fires: the check names the fault instead."""
+    from assay.packs import lock_manifest
+
+    case = pack_copy / "cases" / "ipi-ticket-attachment.yaml"
+    case.write_text(case.read_text().replace("channel: document", "channel: file", 1))
+    lock_manifest(pack_copy)
+    result = assay_cli("pack", "check", str(pack_copy))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ipi-ticket-attachment.yaml:" in result.stdout and "/channel: 'file' is not one of" in result.stdout
+    assert "is invalid (1 problems above)" in result.stderr and "Traceback" not in result.stderr

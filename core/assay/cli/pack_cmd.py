@@ -41,7 +41,9 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
     A scripted attacker-compliant agent and a scripted safe agent replay every
     case through the real exec stage: every harm oracle must fire for the
     first and never for the second, and the safe agent must complete every
-    benign task. Exit 1 when any case fails, naming it.
+    benign task. Exit 1 when any case fails, naming it (and the replayed
+    calls the sandbox refused). A pack the validator refuses is not replayed:
+    its findings are printed instead.
     """
     from ..engine.check import check_pack
 
@@ -50,6 +52,16 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
     problem = target.integrity_problem()
     if problem is not None:
         raise click.ClickException(f"pack {target.name} is not intact: {problem}")
+    # Replaying cases the validator refuses would report their oracles, not their faults: validate first.
+    from ..validate import validate_path
+
+    report = validate_path(target.root, host.registry)
+    if not report.ok:
+        for issue in report.ordered():
+            click.echo(issue.format())
+        raise click.ClickException(
+            f"pack {target.name} is invalid ({len(report.issues)} problems above): fix them, then check again"
+        )
     result = check_pack(target, host, sandbox=sandbox, concurrency=concurrency)
     for failure in result.failures:
         click.echo(failure)
