@@ -227,3 +227,25 @@ def test_loading_has_no_import_time_side_effects():
     b = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     a.register(_ThrowawayFamilies("ONLY-IN-A"), "only-a")
     assert "ONLY-IN-A" not in b.registry.names("families")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "what"),
+    [("stages", ("semantic", "conversation"), "stage 'conversation'"), ("kind", "dialogue", "case kind 'dialogue'"),
+     ("channels", ("carrier_pigeon",), "channel 'carrier_pigeon'")],
+)  # fmt: skip
+def test_a_family_naming_a_stage_kind_or_channel_nobody_defines_is_refused_naming_the_plugin(field, value, what):
+    from dataclasses import replace
+
+    family = replace(
+        Family(name="CONV", kind="attack", title="t", description="d", stages=("semantic",)), **{field: value}
+    )
+
+    class Plugin:
+        @assay.hookimpl
+        def register_families(self, register):
+            register(family)
+
+    with pytest.raises(PluginError) as info:
+        PluginHost().register(Plugin(), "conversations")
+    assert f"plugin 'conversations' registered family 'CONV' with the {what}, which nobody defines" in str(info.value)

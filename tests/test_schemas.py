@@ -68,3 +68,16 @@ def test_wheel_ships_the_spec_registry_and_conformance(scratch_venv, tmp_path):
     assert any(n.startswith("assay/_spec/conformance/v1/") for n in names)
     # PEP 561: plugin authors' type checkers read the component protocols' types.
     assert "assay/py.typed" in names
+
+
+def test_the_spec_vocabularies_the_engine_knows_are_the_schemas_enums():
+    import json
+
+    from assay.schemas import CASE_KINDS, CHANNELS, STAGES, spec_dir
+
+    case = json.loads((spec_dir() / "v1" / "case.schema.json").read_text())
+    defs = json.loads((spec_dir() / "v1" / "defs.schema.json").read_text())
+    row = json.loads((spec_dir() / "v1" / "result_row.schema.json").read_text())
+    assert tuple(case["properties"]["kind"]["enum"]) == CASE_KINDS
+    assert tuple(defs["$defs"]["channel"]["enum"]) == CHANNELS
+    assert tuple(row["properties"]["stages"]["properties"]) == STAGES

@@ -197,6 +197,23 @@ def _component_name(kind: str, component: Any, plugin: str) -> str:
     return name
 
 
+def _check_family(family: Any, plugin: str) -> None:
+    """A family may name only case kinds, stages and channels the spec defines: one error naming the plugin."""
+    from .schemas import CASE_KINDS, CHANNELS, STAGES
+
+    for what, values, known in (
+        ("case kind", (family.kind,), CASE_KINDS),
+        ("stage", family.stages, STAGES),
+        ("channel", family.channels, CHANNELS),
+    ):
+        unknown = [value for value in values if value not in known]
+        if unknown:
+            raise PluginError(
+                f"plugin {plugin!r} registered family {family.name!r} with the {what} {unknown[0]!r}, which "
+                f"nobody defines (known: {', '.join(known)})"
+            )
+
+
 def _split(value: str | None) -> set[str]:
     return {part.strip() for part in (value or "").split(",") if part.strip()}
 
@@ -255,6 +272,8 @@ class PluginHost:
 
         def register(component: object) -> None:
             component_name = _component_name(kind, component, plugin_name)
+            if kind == "families":
+                _check_family(component, plugin_name)
             if self._trace is not None:
                 self._trace(f"assay   registered {singular(kind)} {component_name}\n")
             self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version))

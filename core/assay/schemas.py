@@ -28,7 +28,10 @@ if TYPE_CHECKING:
     import referencing
 
 __all__ = [
+    "CASE_KINDS",
+    "CHANNELS",
     "DOCUMENT_NAMES",
+    "STAGES",
     "SUPPORTED_MAJORS",
     "SchemaViolation",
     "SpecSchemas",
@@ -49,6 +52,12 @@ DOCUMENT_NAMES: tuple[str, ...] = (
     "metrics_summary",
     "signature",
 )
+
+#: The vocabularies the spec defines (a test holds them equal to the schemas' enums): the case kinds, the
+#: stages a result row may carry (in the order the engine runs them) and the injection channels.
+CASE_KINDS: tuple[str, ...] = ("attack", "benign", "trajectory", "permission")
+STAGES: tuple[str, ...] = ("semantic", "audit", "exec", "trajectory", "permission")
+CHANNELS: tuple[str, ...] = ("user_turn", "document", "web_page", "tool_return", "memory_entry")
 
 #: Major spec versions this engine reads, newest last.
 SUPPORTED_MAJORS: tuple[int, ...] = (1,)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..components import MetricValue
 from ..default_plugins.metrics import AUDIT_OUTCOMES, EVIDENCE_FLAGS
+from ..schemas import STAGES
 from ._load import ReportData
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 #: The order stages run in; any other stage (a third-party metric's) follows, sorted.
-STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
+STAGE_ORDER = STAGES
 AUDIT_METRIC = "audit.accounting"
 JOIN_METRIC = "exec.core_exec_join"
 _JOIN_CELLS = (

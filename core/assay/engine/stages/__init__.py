@@ -8,6 +8,7 @@ good (the row then records the error).
 
 from __future__ import annotations
 
+from ...schemas import STAGES
 from .audit import run_audit
 from .exec import run_exec
 from .permission import run_permission
@@ -16,7 +17,8 @@ from .trajectory import run_trajectory
 
 __all__ = ["IMPLEMENTED", "STAGE_ORDER", "run_audit", "run_exec", "run_permission", "run_semantic", "run_trajectory"]
 
-STAGE_ORDER = ("semantic", "audit", "exec", "trajectory", "permission")
+#: The stages in the order the engine runs them: the spec's (see :data:`assay.schemas.STAGES`).
+STAGE_ORDER = STAGES
 
 #: Stage name -> coroutine function(ItemContext). Later stages register here as they are built.
 IMPLEMENTED = {
