@@ -181,3 +181,27 @@ def test_nonexistent_path_is_a_usage_error(cli):
     result = cli("validate", "does/not/exist")
     assert result.returncode == 2
     assert result.stderr.strip() == "assay: usage: does/not/exist: no such file or directory"
+
+
+def test_metrics_see_whole_case_documents_read_only_when_asked_for(monkeypatch):
+    """MetricContext.cases: a case's family comes from the manifest; any other member reads the file, once."""
+    import assay.packs as packs
+    from assay.documents import load_document
+    from assay.packs import Pack
+
+    pack = Pack.from_directory(EXAMPLE_PACK)
+    index = pack.case_index()  # reads the manifest, not a case
+    reads: list[str] = []
+
+    def counting(path):
+        reads.append(path.name)
+        return load_document(path)
+
+    monkeypatch.setattr(packs, "load_document", counting)
+    cases = pack.cases_by_id()
+    assert set(cases) == set(index) and len(cases) == len(index)
+    case_id, entry = next(iter(index.items()))
+    assert cases[case_id]["family"] == entry["family"] and reads == []
+    whole = load_document(pack.root / entry["path"]).data
+    assert dict(cases[case_id]) == whole and cases[case_id]["messages"] == whole["messages"]
+    assert reads == [entry["path"].rsplit("/", 1)[-1]]  # read once, for every member after the first

@@ -140,6 +140,10 @@ class MetricValue:
 class MetricContext:
     """What a metric may use besides the rows: the run's plan and the pack's cases.
 
+    ``cases`` maps each case id to its case document (for a run's own pack,
+    :meth:`assay.packs.Pack.cases_by_id`: read lazily, the family straight
+    from the manifest); it is empty when the pack is not at hand.
+
     ``memo`` lets metrics share work (such as grouping the rows) within one
     computation of a summary; a context is made per summary, so nothing leaks
     between runs.

@@ -18,7 +18,7 @@ import functools
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from .hashing import digest_document, file_entry
 
 __all__ = [
     "CASE_SUFFIXES",
+    "CaseDocuments",
     "MANIFEST_NAMES",
     "Pack",
     "compute_digest",
@@ -125,6 +126,56 @@ def compute_digest(manifest: dict[str, Any]) -> str:
     return digest_document({k: v for k, v in manifest.items() if k != "digest"})
 
 
+class _CaseView(Mapping[str, Any]):
+    """One case document, read from its file the first time a member other than ``family`` is asked for."""
+
+    __slots__ = ("_data", "_entry", "_path")
+
+    def __init__(self, path: Path, entry: Mapping[str, Any]) -> None:
+        self._path, self._entry = path, entry
+        self._data: Mapping[str, Any] | None = None
+
+    def _document(self) -> Mapping[str, Any]:
+        if self._data is None:
+            data = load_document(self._path).data
+            if not isinstance(data, dict):
+                raise PackError(f"{self._path}: a case document must be a mapping")
+            self._data = data
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "family" and self._data is None and "family" in self._entry:
+            return self._entry["family"]  # the manifest lists it; the pack's digest covers both
+        return self._document()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._document())
+
+    def __len__(self) -> int:
+        return len(self._document())
+
+
+class CaseDocuments(Mapping[str, Mapping[str, Any]]):
+    """A pack's cases by id, each a :class:`_CaseView` (read lazily, once)."""
+
+    def __init__(self, root: Path, index: Mapping[str, Mapping[str, Any]]) -> None:
+        self._root, self._index = root, index
+        self._views: dict[str, _CaseView] = {}
+
+    def __getitem__(self, case_id: str) -> Mapping[str, Any]:
+        view = self._views.get(case_id)
+        if view is None:
+            entry = self._index[case_id]
+            view = self._views[case_id] = _CaseView(self._root / str(entry.get("path", "")), entry)
+        return view
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
 @dataclass(frozen=True)
 class Pack:
     """A case pack registered by a plugin, read lazily from its directory."""
@@ -205,6 +256,11 @@ class Pack:
             for entry in self.manifest.get("cases", [])
             if isinstance(entry, dict) and isinstance(entry.get("id"), str)
         }
+
+    def cases_by_id(self) -> CaseDocuments:
+        """Case id to its case document, each read from its file only when a member other than ``family`` is
+        asked for (the family comes from the manifest): what metrics see as ``MetricContext.cases``."""
+        return CaseDocuments(self.root, self.case_index())
 
     def integrity_problem(self) -> str | None:
         """Why this pack's files do not match its manifest, or None (hashes only, no parsing)."""

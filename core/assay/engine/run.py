@@ -386,9 +386,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     write_bytes_atomic(bundle_dir / ROWS_FILE, b"".join(ordered))
     write_json_atomic(bundle_dir / RUN_FILE, manifest)
     rows = [orjson.loads(line) for line in ordered]
-    context = MetricContext(
-        plan=plan.to_json(), cases={case_id: {"family": index[case_id]["family"]} for case_id in plan.cases}
-    )
+    context = MetricContext(plan=plan.to_json(), cases=pack.cases_by_id())
     write_json_atomic(bundle_dir / METRICS_FILE, summary_document(compute_metrics(rows, context, host.registry)))
     seal_bundle(
         bundle_dir,

@@ -163,8 +163,8 @@ def read_bundle(path: Path) -> BundleFiles:
 
 def case_families(
     bundle: BundleFiles, registry: Registry, pack_root: Path | None
-) -> tuple[dict[str, dict[str, Any]], str]:
-    """Each case's family from the bundle's exact pack (installed, or ``pack_root``), and where they came from."""
+) -> tuple[Mapping[str, Mapping[str, Any]], str]:
+    """The case documents of the bundle's exact pack (installed, or ``pack_root``), and where they came from."""
     identity = bundle.pack
     if pack_root is not None:
         pack, where = Pack.from_directory(pack_root), f"pack directory {pack_root}"
@@ -184,8 +184,7 @@ def case_families(
             f"unknown: {where} is {manifest.get('version')} {manifest.get('digest')}, "
             f"not the bundle's {identity.get('version')} {identity.get('digest')}",
         )
-    cases = {case_id: {"family": entry.get("family", "unknown")} for case_id, entry in pack.case_index().items()}
-    return cases, f"{where} {manifest.get('version')}"
+    return pack.cases_by_id(), f"{where} {manifest.get('version')}"
 
 
 def _ident(metric: str, group: Mapping[str, Any]) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -357,9 +357,8 @@ def _check_contents(
                 pointer="/rows/count",
             )
         report.facts["rows"] = len(rows)
-        _check_metrics(
-            manifest, bundle_doc, metrics_path, run, run_doc, run_rel, case_index, rows, name, report, registry
-        )
+        cases = pack.cases_by_id() if pack is not None and case_index else {}
+        _check_metrics(manifest, bundle_doc, metrics_path, run, run_doc, run_rel, cases, rows, name, report, registry)
     finally:
         if rederiving is not None and rows is not None:
             # The rows are handed over (no reference kept here) so that they can be freed while the child ends.
@@ -378,13 +377,16 @@ def _check_metrics(
     run: dict[str, Any],
     run_doc: SourceDocument,
     run_rel: str,
-    case_index: dict[str, dict[str, Any]],
+    cases: Mapping[str, Mapping[str, Any]],
     rows: list[dict[str, Any]],
     name: Callable[[str], str],
     report: Report,
     registry: Registry,
 ) -> None:
-    """The metrics summary: sealed, every claim a registered metric, every number recomputed from the rows."""
+    """The metrics summary: sealed, every claim a registered metric, every number recomputed from the rows.
+
+    ``cases`` are the pack's case documents (empty without an intact pack), as the run's metrics saw them.
+    """
     plan = run["plan"]
 
     # ------------------------------------------------------------ metrics
@@ -423,7 +425,6 @@ def _check_metrics(
         else:
             names.add(claim["metric"])
     check_provenance(run, run_doc, name(run_rel), registry, report, {("metrics", metric) for metric in names})
-    cases = {case_id: {"family": entry.get("family")} for case_id, entry in case_index.items()}
     context = MetricContext(plan=plan, cases=cases)
     try:
         recomputed = compute_metrics(rows, context, registry, names)
