@@ -184,3 +184,34 @@ def test_the_oracle_page_builds_an_oracle_a_pack_uses_and_the_replay_check_fires
     broken = _assay("validate", pack_dir, env=env, cwd=tmp_path)
     assert broken.returncode == 1 and "ipi-newsletter-forward.yaml:" in broken.stdout
     assert "/oracles/0/params" in broken.stdout
+
+
+SANDBOX_GUIDE = REPO / "docs" / "plugins" / "writing-a-sandbox.md"
+
+
+def test_the_sandbox_page_builds_a_sandbox_a_pack_runs_in(children, scratch_venv, tmp_path: Path):
+    page = SANDBOX_GUIDE.read_text(encoding="utf-8")
+    pack_dir = "assay-sandbox-kv/src/assay_sandbox_kv/pack"
+    write_files(extract_files(page), tmp_path)
+    bare = {k: v for k, v in os.environ.items() if k not in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS")}
+    locked = _assay("pack", "lock", pack_dir, env=bare, cwd=tmp_path)
+    assert locked.returncode == 0, locked.stderr
+    assert locked.stdout.strip() == _shown(page, f"assay pack lock {pack_dir}"), "the digest on the page is stale"
+
+    env = _install(SANDBOX_GUIDE, tmp_path, "assay-sandbox-kv", extract=False)
+    checked = _assay("pack", "check", "kv-demo", "--sandbox", "kv", env=env, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert _shown(page, "assay pack check kv-demo --sandbox kv") in checked.stderr
+
+    run_command = "assay run --pack kv-demo --endpoint scripted:comply --sandbox kv --stages exec --out kv-run"
+    assert f"$ {run_command}" in page
+    ran = _assay(*run_command.split()[1:], env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "kv-run" / "bundle" / "rows.jsonl").read_text().splitlines()]
+    assert row["stages"]["exec"]["observed_harm"] is True
+    assert row["stages"]["exec"]["state_diff"] == [
+        {"store": "memory", "op": "modified", "target": "profile.payout_account"}
+    ]
+    validated = _assay("validate", "kv-run/bundle", env=env, cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert _shown(page, "assay validate kv-run/bundle").split("(")[0] in validated.stderr
