@@ -215,3 +215,18 @@ def test_the_sandbox_page_builds_a_sandbox_a_pack_runs_in(children, scratch_venv
     validated = _assay("validate", "kv-run/bundle", env=env, cwd=tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert _shown(page, "assay validate kv-run/bundle").split("(")[0] in validated.stderr
+
+    # The same sandbox returning a diff entry the spec does not allow: the run stops in one line, naming where,
+    # instead of sealing a bundle its own validator would reject.
+    module = tmp_path / "site" / "assay_sandbox_kv" / "__init__.py"
+    module.write_text(
+        module.read_text().replace(
+            '{"store": "memory", "op": "modified", "target": key}',
+            '{"store": "memory", "op": "modified", "target": key, "value": after[key]}',
+        )
+    )
+    broken = _assay(*run_command.replace("kv-run", "kv-broken").split()[1:], env=env, cwd=tmp_path)
+    assert broken.returncode == 2, broken.stdout + broken.stderr
+    message = broken.stderr.strip().splitlines()[-1]
+    assert "an outcome the spec refuses (/stages/exec/state_diff/0:" in message and "'value' was unexpected" in message
+    assert "Traceback" not in broken.stderr

@@ -18,7 +18,7 @@ from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Orac
 from ..errors import PackError, UsageError
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
-from ..schemas import CURRENT_SPEC_VERSION
+from ..schemas import CURRENT_SPEC_VERSION, SUPPORTED_MAJORS, spec_schemas
 from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
@@ -221,6 +221,7 @@ class Runtime:
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
         row: dict[str, Any] = withhold(ctx.row, ctx.policy)
+        _check_row(row)
         return row
 
     async def aclose(self) -> None:
@@ -235,3 +236,16 @@ class Runtime:
             await judge_endpoint.aclose()
         if self._cache is not None:
             self._cache.close()
+
+
+def _check_row(row: Mapping[str, Any]) -> None:
+    """Refuse to write a row the spec refuses: a plugin (a judge, a sandbox) that returns what the result row
+    schema does not allow stops the run in one line, instead of leaving a bundle its own validator rejects."""
+    schemas = spec_schemas(SUPPORTED_MAJORS[-1])
+    if schemas.is_valid("result_row", row):
+        return
+    violation = schemas.violations("result_row", row)[0]
+    raise UsageError(
+        f"a plugin gave case {row['key']['case_id']} an outcome the spec refuses ({violation.pointer}: "
+        f"{violation.message}); fix the plugin that produced it (see 'assay plugins'), then run again"
+    )
