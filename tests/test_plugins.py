@@ -249,3 +249,51 @@ def test_a_family_naming_a_stage_kind_or_channel_nobody_defines_is_refused_namin
     with pytest.raises(PluginError) as info:
         PluginHost().register(Plugin(), "conversations")
     assert f"plugin 'conversations' registered family 'CONV' with the {what}, which nobody defines" in str(info.value)
+
+
+def test_a_plugin_outcome_is_paired_by_compare_and_cannot_take_a_builtin_name():
+    """register_outcomes: a new stage's plugin gives assay compare the binary outcomes its rows carry."""
+    from assay.components import Outcome
+    from assay.reports.compare import Selector, compare_rows
+
+    refused = Outcome(
+        "x-demo.refused",
+        "the response refused",
+        lambda row: (
+            None if "semantic" not in row["stages"] else row["stages"]["semantic"]["defense_behavior"] == "refused"
+        ),
+    )
+
+    class Plugin:
+        @assay.hookimpl
+        def register_outcomes(self, register):
+            register(refused)
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(Plugin(), "demo-outcomes")
+    available = list(host.registry.items("outcomes").values())
+    assert "x-demo.refused" in {outcome.name for outcome in available} and "exec.tool_call" in {
+        o.name for o in available
+    }
+
+    def row(endpoint, seed, behavior):
+        key = {"case_id": "c", "endpoint": endpoint, "condition": "D0", "seed": seed, "epoch": 0, "protocol": "default"}
+        return {"key": key, "stages": {"semantic": {"core_fail": False, "defense_behavior": behavior}}}
+
+    rows = [row("a", seed, "refused" if seed % 2 else "ignored_injection") for seed in range(6)]
+    rows += [row("b", seed, "refused") for seed in range(6)]
+    result = compare_rows(
+        rows, Selector.parse("endpoint=a"), [Selector.parse("endpoint=b")], outcomes=["x-demo.refused"],
+        resamples=100, available=available,
+    )  # fmt: skip
+    (comparison,) = result.comparisons
+    assert comparison.outcome == "x-demo.refused" and comparison.pairs == 6
+    assert (comparison.rate_a, comparison.rate_b, comparison.mcnemar_c) == (0.5, 1.0, 3)
+
+    class Clash:
+        @assay.hookimpl
+        def register_outcomes(self, register):
+            register(Outcome("exec.tool_call", "a second meaning", lambda row: None))
+
+    with pytest.raises(DuplicateNameError):
+        load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}).register(Clash(), "clash")

@@ -14,8 +14,9 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   :class:`SandboxInstance` objects), :class:`Executor`.
 * Values they exchange: :class:`ChatRequest` and :class:`ChatResponse` (one
   model call), :class:`MetricContext` and :class:`MetricValue`,
-  :class:`OracleResult`, and the :class:`Family`, :class:`Defense` and
-  :class:`Pack` registrations.
+  :class:`OracleResult`, and the :class:`Family`, :class:`Defense`,
+  :class:`Outcome` (a paired outcome for ``assay compare``) and :class:`Pack`
+  registrations.
 * Statistics a metric reports with: :func:`rate` and :func:`wilson_interval`
   (the helpers the built-in metrics use).
 * Errors: :class:`BackendError` (a model call failed for good),
@@ -37,6 +38,7 @@ from .components import (
     MetricValue,
     Oracle,
     OracleResult,
+    Outcome,
     Sandbox,
     SandboxInstance,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "MetricValue",
     "Oracle",
     "OracleResult",
+    "Outcome",
     "Pack",
     "PluginError",
     "Register",

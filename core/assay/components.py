@@ -72,6 +72,19 @@ class Defense:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """A binary outcome of a result row that ``assay compare`` pairs rows on.
+
+    ``of(row)`` gives True or False, or None where the outcome does not
+    apply to the row (its stage is absent, say); such rows are not paired.
+    """
+
+    name: str
+    description: str
+    of: Callable[[Mapping[str, Any]], bool | None] = field(repr=False)
+
+
+@dataclass(frozen=True)
 class OracleResult:
     """What an oracle decided for one work item."""
 

@@ -117,6 +117,17 @@ def register_executors(register: Register) -> None:
 
 
 @hookspec
+def register_outcomes(register: Register) -> None:
+    """Register binary outcomes of result rows that ``assay compare`` pairs rows on.
+
+    Call ``register(outcome)`` with an :class:`assay.components.Outcome`:
+    a ``name`` (what ``assay compare --metric NAME`` selects), a ``description`` and
+    ``of(row)``, which gives True, False, or None where the outcome does not
+    apply to the row. A new stage's plugin registers the outcomes its rows carry.
+    """
+
+
+@hookspec
 def register_commands(register: Register) -> None:
     """Register CLI commands.
 

@@ -58,6 +58,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "assay.default_plugins.judges",
     "assay.default_plugins.executors",
     "assay.default_plugins.sandboxes",
+    "assay.default_plugins.outcomes",
     "assay.default_plugins.commands",
 )
 
@@ -72,6 +73,7 @@ KINDS: tuple[str, ...] = (
     "sandboxes",
     "defenses",
     "executors",
+    "outcomes",
     "commands",
 )
 
@@ -163,6 +165,7 @@ def _expected_type(kind: str) -> type | None:
         "judges": components.Judge,
         "sandboxes": components.Sandbox,
         "executors": components.Executor,
+        "outcomes": components.Outcome,
     }.get(kind)
 
 

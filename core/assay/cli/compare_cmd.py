@@ -107,7 +107,10 @@ def compare_command(
     from ..reports.trajectory_pairs import trajectory_pairs
 
     files = read_bundle(bundle)
-    result = compare_rows(files.rows, a, bs, outcomes=metrics or None, seed=seed, resamples=resamples)
+    available = list(get_host(ctx).registry.items("outcomes").values())
+    result = compare_rows(
+        files.rows, a, bs, outcomes=metrics or None, seed=seed, resamples=resamples, available=available
+    )
     result = replace(result, bundle=str(bundle), run_id=str(files.run.get("run_id")))
     pairs = []
     if any("trajectory" in row.get("stages", {}) for row in files.rows):
