@@ -160,15 +160,16 @@ def breakdown(bundle: Path, pack: Pack, registry: Registry, repeat: int) -> None
     """The same validation with the re-derivation stubbed out: alone, then with the second process reading."""
     from unittest import mock
 
+    import assay.validate._parallel as parallel
     import assay.validate._rederive as rederive
 
     def nothing(*args: object, **kwargs: object) -> rederive.Derivation:
         return rederive.Derivation()
 
-    for label, parallel_bytes in (("one process", 1 << 62), ("child reading", rederive.PARALLEL_BYTES)):
+    for label, parallel_bytes in (("one process", 1 << 62), ("child reading", parallel.PARALLEL_BYTES)):
         with (
-            mock.patch.object(rederive, "derive_rows", nothing),
-            mock.patch.object(rederive, "PARALLEL_BYTES", parallel_bytes),
+            mock.patch.object(parallel, "derive_rows", nothing),
+            mock.patch.object(parallel, "PARALLEL_BYTES", parallel_bytes),
         ):
             times = []
             for _ in range(repeat):

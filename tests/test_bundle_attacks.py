@@ -770,9 +770,9 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabe
     import time
 
     import assay.validate._bundle as bundle_checks
-    import assay.validate._rederive as rederive
+    import assay.validate._parallel as parallel
 
-    monkeypatch.setattr(rederive, "PARALLEL_BYTES", 10**12)
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 10**12)
     inline = validate_path(relabelled, host.registry, pack=EXAMPLE_PACK)
     parent, read = os.getpid(), bundle_checks._candidate_rows
     taken: list[int] = []
@@ -782,7 +782,7 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabe
             time.sleep(1.5)
         return read(path)
 
-    derive, derived = rederive.derive_rows, []
+    derive, derived = parallel.derive_rows, []
 
     def child_derives(*args):
         if os.getpid() != parent and share == "child-fails":
@@ -798,12 +798,12 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabe
         taken.append(took)
         return took
 
-    take_back = rederive._Claims.take_back
-    monkeypatch.setattr(rederive, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(rederive, "CHUNK_LINES", 1 if share == "both" else 4)
+    take_back = parallel._Claims.take_back
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(parallel, "CHUNK_LINES", 1 if share == "both" else 4)
     monkeypatch.setattr(bundle_checks, "_candidate_rows", child_reads)
-    monkeypatch.setattr(rederive._Claims, "take_back", parent_takes)
-    monkeypatch.setattr(rederive, "derive_rows", child_derives)
+    monkeypatch.setattr(parallel._Claims, "take_back", parent_takes)
+    monkeypatch.setattr(parallel, "derive_rows", child_derives)
     if share in ("child-does-all", "child-fails"):
         metrics = bundle_checks._check_metrics
         monkeypatch.setattr(bundle_checks, "_check_metrics", lambda *a: (time.sleep(1.5), metrics(*a))[1])
@@ -822,7 +822,7 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabe
 
 
 def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):
-    from assay.validate._rederive import deterministic_judges, rederive_rows
+    from assay.validate._rederive import derive_rows, deterministic_judges
     from assay.validate._report import Report
 
     case = {"kind": "attack", "protected_objects": [], "injections": []}
@@ -835,7 +835,7 @@ def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):
     }
     report = Report("t")
     judges, oracles = deterministic_judges(host.registry), host.registry.items("oracles")
-    rederive_rows([row], [7], lambda case_id: case, judges, oracles, "rows.jsonl", report)
+    derive_rows([row], [7], lambda case_id: case, judges, oracles).report(report, "rows.jsonl")
     assert [(i.code, i.line) for i in report.issues] == [("verdict-mismatch", 7)]
     assert "cannot be re-derived" in report.issues[0].message
 

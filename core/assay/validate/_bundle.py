@@ -322,7 +322,8 @@ def _check_contents(
     rows_rel = manifest["rows"]["path"]
     rederiving = case_of = None
     if pack is not None and case_index:
-        from ._rederive import PARALLEL_BYTES, RederiveJob, deterministic_judges
+        from ._parallel import PARALLEL_BYTES, RederiveJob
+        from ._rederive import deterministic_judges
 
         case_of = _case_loader(pack, case_index)
         rederiving = RederiveJob.prepare(

@@ -39,7 +39,7 @@ from ..plugins import Registry
 from ..rejudge import prompt_texts
 from ._report import Rank, Report
 
-__all__ = ["Derivation", "RederiveJob", "derive_rows", "deterministic_judges", "rederive_rows"]
+__all__ = ["Derivation", "derive_rows", "deterministic_judges"]
 
 _T = TypeVar("_T")
 #: Findings of this kind listed before the rest are summarised.
@@ -309,53 +309,20 @@ def derive_rows(
     def mismatch(line: int, pointer: str, message: str) -> None:
         found.mismatches.append((line, pointer, message))
 
-    scorer = _PermissionScorer(pack_root)
+    scorer, audit_rule = _PermissionScorer(pack_root), _audit_rule()
     try:
-        _rederive_all(rows, lines, case_of, judges, oracles, scorer, mismatch, _audit_rule(), found.checked)
+        for row, line in zip(rows, lines, strict=True):
+            try:
+                count = _rederive_row(row, line, case_of, judges, oracles, scorer, mismatch, audit_rule)
+            except Exception as exc:  # noqa: BLE001 - a row the engine could not have written is a finding
+                why = f"{type(exc).__name__}; {_where(row)}"
+                mismatch(line, "", f"the row cannot be re-derived from its own record ({why})")
+                continue
+            if count:
+                found.checked[line] = count
     finally:
         scorer.close()
     return found
-
-
-def rederive_rows(
-    rows: Sequence[Mapping[str, Any]],
-    lines: Sequence[int],
-    case_of: Callable[[str], Mapping[str, Any] | None],
-    judges: Mapping[str, JudgeInstance],
-    oracles: Mapping[str, Any],
-    file: str,
-    report: Report,
-    pack_root: Path | None = None,
-) -> int:
-    """Re-derive the verdicts of ``rows`` (at ``lines`` of ``file``) into ``report``; returns how many were checked.
-
-    See :func:`derive_rows`.
-    """
-    return derive_rows(rows, lines, case_of, judges, oracles, pack_root).report(report, file)
-
-
-def _rederive_all(
-    rows: Sequence[Mapping[str, Any]],
-    lines: Sequence[int],
-    case_of: Callable[[str], Mapping[str, Any] | None],
-    judges: Mapping[str, JudgeInstance],
-    oracles: Mapping[str, Any],
-    scorer: _PermissionScorer,
-    mismatch: Callable[[int, str, str], None],
-    audit_rule: Mapping[str, Any],
-    checked: dict[int, int],
-) -> None:
-    """Re-derive every row into ``checked`` (per line); a row whose record breaks it is a finding, not a crash."""
-    for row, line in zip(rows, lines, strict=True):
-        try:
-            count = _rederive_row(row, line, case_of, judges, oracles, scorer, mismatch, audit_rule)
-        except Exception as exc:  # noqa: BLE001 - a row the engine could not have written
-            mismatch(
-                line, "", f"the row cannot be re-derived from its own record ({type(exc).__name__}; {_where(row)})"
-            )
-            continue
-        if count:
-            checked[line] = count
 
 
 def _where(row: Mapping[str, Any]) -> str:
@@ -447,237 +414,3 @@ def _rederive_row(
             f"trace as {derived_audit.get(field)!r} ({_key_text(row['key'])})",
         )
     return checked
-
-
-#: Rows files of at least this size re-derive in a forked child while the parent checks the rows and the metrics.
-PARALLEL_BYTES = 4 << 20
-#: Rows are re-derived in chunks of this many lines, the unit the parent and the child share the work in.
-CHUNK_LINES = 512
-
-_Rows = tuple[Sequence[Mapping[str, Any]], Sequence[int]]
-
-
-def _chunk_of(line: int) -> int:
-    return (line - 1) // CHUNK_LINES
-
-
-def _by_chunk(rows: Sequence[Mapping[str, Any]], lines: Sequence[int]) -> dict[int, _Rows]:
-    """Rows (in line order) split into their chunks, in chunk order."""
-    chunks: dict[int, tuple[list[Mapping[str, Any]], list[int]]] = {}
-    for row, line in zip(rows, lines, strict=True):
-        chunk = chunks.setdefault(_chunk_of(line), ([], []))
-        chunk[0].append(row)
-        chunk[1].append(line)
-    return dict(chunks)
-
-
-class _Claims:
-    """Which chunks each side has taken, in memory both processes share: the child from the front, the parent
-    from the back, until they meet.
-
-    Each side writes only its own end, and only before it works a chunk, so
-    no chunk is left to neither; at the meeting point both may take the same
-    chunk, which is only done twice (the child's result is kept).
-    """
-
-    _NOBODY = 1 << 62
-
-    def __init__(self) -> None:
-        import mmap
-        import struct
-
-        self._memory = mmap.mmap(-1, 16)  # anonymous and shared: the forked child sees the parent's writes
-        self._pack, self._end = struct.Struct("=qq"), struct.Struct("=q")  # aligned 8-byte stores: never torn
-        self._pack.pack_into(self._memory, 0, 0, self._NOBODY)
-
-    def _ends(self) -> tuple[int, int]:
-        front, back = self._pack.unpack_from(self._memory, 0)
-        return int(front), int(back)
-
-    def take_front(self, chunk: int) -> bool:
-        """The child's claim on ``chunk`` (its chunks come in rising order): False once the parent holds it."""
-        if chunk >= self._ends()[1]:
-            return False
-        self._end.pack_into(self._memory, 0, chunk + 1)  # front: every chunk below it is the child's
-        return True
-
-    def take_back(self, chunk: int) -> bool:
-        """The parent's claim on ``chunk`` (its chunks come in falling order): False once the child holds it."""
-        if chunk < self._ends()[0]:
-            return False
-        self._end.pack_into(self._memory, 8, chunk)  # back: every chunk from it on is the parent's
-        return True
-
-    def close(self) -> None:
-        """Release the shared memory."""
-        self._memory.close()
-
-
-class RederiveJob:
-    """Re-derivation of a bundle's verdicts, run alongside the rest of the validation when the bundle is large.
-
-    On Linux, for a rows file of :data:`PARALLEL_BYTES` or more, a child is
-    forked before the rows are read. It parses them itself and re-derives, a
-    chunk of :data:`CHUNK_LINES` lines at a time from the first, every row that
-    parses as an object, while the parent reads them again for its own checks
-    and recomputes the metrics; then the parent takes chunks from the last,
-    until the two meet. The child sends back what it found per line, and the
-    parent keeps what concerns the rows it accepted. (The child checks the
-    schema but not the keys against the plan: a duplicate or unplanned row is
-    re-derived in vain, under the same per-row guard, and dropped.) If the
-    child cannot be made or fails,
-    the work is done in the parent. The findings are the same, in the same
-    order, either way.
-    """
-
-    def __init__(self, derive: Callable[[Sequence[Mapping[str, Any]], Sequence[int]], Derivation], file: str) -> None:
-        self._derive, self._file = derive, file
-        self._pid: int | None = None
-        self._fd: int | None = None
-        self._claims: _Claims | None = None
-
-    @classmethod
-    def prepare(
-        cls,
-        case_of: Callable[[str], Mapping[str, Any] | None],
-        judges: Mapping[str, JudgeInstance],
-        oracles: Mapping[str, Any],
-        file: str,
-        pack_root: Path | None = None,
-    ) -> RederiveJob:
-        """A job over the rows it will be given (:meth:`fork` or :meth:`finish`)."""
-
-        def derive(rows: Sequence[Mapping[str, Any]], lines: Sequence[int]) -> Derivation:
-            return derive_rows(rows, lines, case_of, judges, oracles, pack_root)
-
-        return cls(derive, file)
-
-    def fork(self, load: Callable[[], _Rows | None]) -> None:
-        """Start the work in a child on the candidate rows ``load()`` gives; nothing happens where fork is missing.
-
-        The candidates must include every row the parent will accept, at the
-        same line and with the same content.
-        """
-        import os
-        import sys
-
-        import orjson
-
-        if sys.platform != "linux" or not hasattr(os, "fork"):
-            return
-        claims = _Claims()
-        read_fd, write_fd = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(read_fd)
-            os.close(write_fd)
-            claims.close()
-            return
-        if pid == 0:  # the child: compute, send, and leave without running the parent's exit handlers
-            status = 1
-            try:
-                os.close(read_fd)
-                loaded = load()
-                found, done = Derivation(), []
-                for chunk, (rows, lines) in ({} if loaded is None else _by_chunk(*loaded)).items():
-                    if not claims.take_front(chunk):
-                        break
-                    part = self._derive(rows, lines)
-                    found.checked.update(part.checked)
-                    found.mismatches.extend(part.mismatches)
-                    done.append(chunk)
-                message = {"chunks": done, "checked": list(found.checked.items()), "mismatches": found.mismatches}
-                view = memoryview(orjson.dumps(message))
-                while view:
-                    view = view[os.write(write_fd, view) :]
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(write_fd)
-        self._pid, self._fd, self._claims = pid, read_fd, claims
-
-    def finish(
-        self,
-        report: Report,
-        handed: list[list[dict[str, Any]]],
-        lines: Sequence[int],
-        reload: Callable[[], _Rows | None],
-    ) -> int:
-        """Add the re-derived findings to ``report`` (after what it holds); returns how many verdicts were checked.
-
-        ``handed`` holds the rows the parent accepted (``lines`` are their
-        lines), handed over so that they can be freed while the child ends:
-        the parent re-derives chunks from the last while the child has not
-        reached them, then lets its rows go and collects the child's work,
-        keeping it for ``lines`` only. Without a child, or when it fails, the
-        rows it owed are re-derived here (read again with ``reload`` if they
-        were let go: the candidates, as the child read them).
-        """
-        rows = handed.pop()
-        chunks = _by_chunk(rows, lines)
-        if self._pid is None:
-            alone = {chunk: self._derive(*part) for chunk, part in chunks.items()}
-            return self._assemble(alone, {}, lines).report(report, self._file)
-        mine: dict[int, Derivation] = {}
-        assert self._claims is not None
-        for chunk in sorted(chunks, reverse=True):
-            if not self._claims.take_back(chunk):
-                break
-            mine[chunk] = self._derive(*chunks[chunk])
-        del rows, chunks  # freed while the child finishes: the parent no longer needs them
-        theirs = self._collect()
-        if theirs is None:  # no usable answer: re-derive here what the child owed
-            candidates = reload()
-            if candidates is not None:
-                keep = set(lines)
-                picked = [(row, line) for row, line in zip(*candidates, strict=True) if line in keep]
-                owed = _by_chunk([row for row, _ in picked], [line for _, line in picked])
-                for chunk, part in owed.items():
-                    if chunk not in mine:
-                        mine[chunk] = self._derive(*part)
-            theirs = {}
-        return self._assemble(mine, theirs, lines).report(report, self._file)
-
-    def abandon(self) -> None:
-        """End the job without findings (the rows could not be read): the child, if any, is waited for."""
-        if self._pid is not None:
-            self._collect()
-
-    def _collect(self) -> dict[int, Derivation] | None:
-        """The child's work per chunk, once it has ended; None when it failed or sent nothing usable."""
-        import os
-
-        import orjson
-
-        assert self._pid is not None and self._fd is not None and self._claims is not None
-        chunks = []
-        with os.fdopen(self._fd, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
-                chunks.append(chunk)
-        _, status = os.waitpid(self._pid, 0)
-        self._claims.close()
-        self._pid = self._fd = self._claims = None
-        if status != 0:
-            return None
-        try:
-            sent = orjson.loads(b"".join(chunks))
-            parts = {int(chunk): Derivation() for chunk in sent["chunks"]}
-            for line, count in sent["checked"]:
-                parts[_chunk_of(int(line))].checked[int(line)] = int(count)
-            for line, pointer, message in sent["mismatches"]:
-                parts[_chunk_of(int(line))].mismatches.append((int(line), str(pointer), str(message)))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return None
-        return parts
-
-    def _assemble(
-        self, mine: Mapping[int, Derivation], theirs: Mapping[int, Derivation], lines: Sequence[int]
-    ) -> Derivation:
-        """Every chunk's findings in line order (the child's where both did one), kept for ``lines``."""
-        whole = Derivation()
-        for chunk in sorted(set(mine) | set(theirs)):
-            part = theirs[chunk] if chunk in theirs else mine[chunk]
-            whole.checked.update(part.checked)
-            whole.mismatches.extend(part.mismatches)
-        return whole.restricted(lines)
