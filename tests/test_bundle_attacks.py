@@ -849,3 +849,16 @@ def test_a_verdict_from_a_judge_the_run_does_not_list_is_named(honest, host):
     _recompute_and_reseal(honest, rows, host.registry)
     report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
     assert "unlisted-judge" in {issue.code for issue in report.issues}
+
+
+def test_the_rederivation_child_is_handed_only_rows_the_schema_accepts(honest, tmp_path):
+    """A hostile row the schema refuses never reaches a judge or an oracle, not even in the child."""
+    from assay.validate._bundle import _candidate_rows
+
+    rows = _run_rows(honest)
+    hostile = json.loads(json.dumps(rows[0]))
+    hostile["stages"]["semantic"]["explanation"] = {"not": "a string"}
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in (rows[0], hostile, rows[1])) + "[1, 2]\n")
+    candidates = _candidate_rows(path)
+    assert candidates is not None and candidates[1] == [1, 3]
