@@ -7,7 +7,12 @@ identity, provenance, completeness, every rule-judge and audit verdict
 re-derived from its row, every claimed metric recomputed) is timed against a
 schema-only pass over the same rows (json parsing plus jsonschema-rs, the
 fastest peer measured here), and the script prints both and their ratio.
-Target: full validation <= 0.8 s on the 2-core reference machine.
+Target: full validation <= 0.8 s on the 2-core reference machine, where the
+schema-only pass takes 0.18 s. The shared hosts this runs on vary in speed by
+up to 1.7x from hour to hour (the peer pass alone has taken 0.18-0.31 s), so
+the verdict is on the machine-independent form of the target, the ratio to
+the peer measured in the same run (0.8 / 0.18 = 4.4x); the wall time is
+printed too, with what it comes to at the reference machine's speed.
 
 Exec replay (``assay validate --replay``) runs each exec row's recorded tool
 calls again in a fresh sandbox; it is timed on a real scripted run of the
@@ -41,6 +46,9 @@ from assay.validate import validate_path
 
 FAMILIES = ("DPI", "IPI", "TRI", "MPI", "MEX", "ADI")
 TARGET_SECONDS = 0.8
+#: The schema-only pass on the reference machine, where the target was set; the target as a ratio to it.
+REFERENCE_PEER_SECONDS = 0.18
+TARGET_RATIO = TARGET_SECONDS / REFERENCE_PEER_SECONDS
 
 
 def write_pack(root: Path, cases: int) -> Pack:
@@ -144,10 +152,16 @@ def main() -> int:
         print(f"full validation:  {full_s:.3f} s (median of {args.repeat})")
         print(f"schema-only pass: {peer_s:.3f} s (orjson + jsonschema-rs per row)")
         print(f"verdicts re-derived per validation: {report.facts['verdicts_rederived']}")
-        print(f"ratio full / schema-only: {full_s / peer_s:.2f}x")
+        ratio = full_s / peer_s
+        print(f"ratio full / schema-only: {ratio:.2f}x")
         print(
-            f"target {TARGET_SECONDS:.1f} s: {'met' if full_s <= TARGET_SECONDS else 'MISSED'} "
-            f"({full_s / TARGET_SECONDS:.2f} of budget)"
+            f"at the reference machine's speed (schema-only {REFERENCE_PEER_SECONDS} s): "
+            f"{ratio * REFERENCE_PEER_SECONDS:.3f} s"
+        )
+        print(
+            f"target {TARGET_SECONDS:.1f} s on the reference machine = {TARGET_RATIO:.1f}x the schema-only pass: "
+            f"{'met' if ratio <= TARGET_RATIO else 'MISSED'} ({ratio / TARGET_RATIO:.2f} of budget; "
+            f"wall time on this host {'within' if full_s <= TARGET_SECONDS else 'over'} {TARGET_SECONDS:.1f} s)"
         )
         if args.breakdown:
             breakdown(bundle, pack, registry, args.repeat)

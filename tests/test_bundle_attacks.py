@@ -860,5 +860,51 @@ def test_the_rederivation_child_is_handed_only_rows_the_schema_accepts(honest, t
     hostile["stages"]["semantic"]["explanation"] = {"not": "a string"}
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in (rows[0], hostile, rows[1])) + "[1, 2]\n")
-    candidates = _candidate_rows(path)
-    assert candidates is not None and candidates[1] == [1, 3]
+    assert [line for _, line in _candidate_rows(path)] == [1, 3]
+
+
+class _TokenMetric:
+    """A third-party metric reading a row member the built-in ones never read (``usage``)."""
+
+    name = "test.mean_completion_tokens"
+    description = "Mean completion tokens per row."
+    stage = "semantic"
+
+    def compute(self, rows, context):
+        from assay.components import MetricValue
+
+        tokens = [row["usage"]["completion_tokens"] for row in rows]
+        return [MetricValue(self.name, {}, sum(tokens) / len(tokens), None, len(tokens))]
+
+
+class _TokenPlugin:
+    def __init__(self, metric):
+        self.metric = metric
+
+    @__import__("assay").hookimpl
+    def register_metrics(self, register):
+        register(self.metric)
+
+
+@pytest.mark.parametrize("declared", [None, frozenset({"key", "stages"})])
+def test_a_metric_gets_the_row_members_it_declares_while_a_child_rederives(children, tmp_path, monkeypatch, declared):
+    """Holding only what the metrics read must not starve one that reads more; ``reads`` is taken at its word."""
+    from conftest import make_bundle
+
+    import assay.validate._parallel as parallel
+    from assay.plugins import load_plugins
+
+    metric = _TokenMetric()
+    if declared is not None:
+        metric.reads = declared  # a false declaration: it reads usage too
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(_TokenPlugin(metric), "token-metric")
+    bundle = make_bundle(tmp_path / "bundle", host.registry)
+    claims = json.loads((bundle / METRICS_FILE).read_text())["metrics"]
+    assert any(claim["metric"] == metric.name for claim in claims)
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)  # a child re-derives, as for a large bundle
+    report = validate_path(bundle, host.registry, pack=EXAMPLE_PACK)
+    if declared is None:  # it may read anything: the whole rows are kept
+        assert report.ok, [issue.format() for issue in report.ordered()]
+    else:  # it said key and stages: that is all it is given, and its failure is a finding
+        assert "metric-error" in _codes(report)

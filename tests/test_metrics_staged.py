@@ -638,3 +638,29 @@ def test_a_test_that_fails_on_a_row_leaves_the_metrics_to_read_the_rows_themselv
     expected = [value.to_document() for value in _compute(rows, *names)]
     monkeypatch.setitem(metrics._STAGE_TESTS, "semantic", ((None, fails), *metrics._STAGE_TESTS["semantic"]))
     assert [value.to_document() for value in _compute(rows, *names)] == expected
+
+
+def test_the_built_in_metrics_read_only_the_row_members_they_declare(tmp_path, panel_host):
+    """``reads`` is what lets a validation hold a fraction of each row: it must be the truth, for every metric."""
+    from assay.default_plugins.metrics import ROW_MEMBERS
+    from assay.packs import Pack
+    from assay.summary import members_read
+
+    bundle = make_bundle(
+        tmp_path / "bundle", panel_host.registry, endpoints=["alpha", "beta"], conditions=["D0", "TB2"], seeds=[0, 1]
+    )
+    rows = [json.loads(line) for line in (bundle / "rows.jsonl").read_text().splitlines()]
+    assert {"transcript", "final_output", "usage"} <= set(rows[0])  # there is something to leave out
+    slim = [{member: row[member] for member in ROW_MEMBERS} for row in rows]
+    cases = Pack.from_directory(EXAMPLE_PACK).cases_by_id()
+    plan = json.loads((bundle / "run.json").read_text())["plan"]
+
+    def computed(which):
+        values = compute_metrics(which, MetricContext(plan=plan, cases=cases), panel_host.registry)
+        return [value.to_document() for value in values]
+
+    whole = computed(rows)
+    assert members_read(panel_host.registry) == ROW_MEMBERS
+    assert computed(slim) == whole
+    stages = {document["metric"].split(".")[0] for document in whole}
+    assert {"semantic", "audit", "exec", "trajectory", "permission"} <= stages

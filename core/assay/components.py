@@ -176,7 +176,15 @@ class MetricContext:
 
 @runtime_checkable
 class Metric(Protocol):
-    """A metric computed from result rows, per group (endpoint x condition by default)."""
+    """A metric computed from result rows, per group (endpoint x condition by default).
+
+    A metric may also have a ``reads`` attribute: the top-level row members
+    its ``compute`` reads, as a frozenset of names (the built-in metrics read
+    ``{"key", "stages"}``). When every registered metric says, a validation
+    of a large bundle holds only those members of each row, not the
+    transcripts; without it a metric is given the whole rows. A member read
+    but not declared is missing from the rows it is given.
+    """
 
     @property
     def name(self) -> str:

@@ -13,7 +13,7 @@ from .errors import UsageError
 from .plugins import Registry
 from .schemas import CURRENT_SPEC_VERSION
 
-__all__ = ["MetricMismatch", "compare_claims", "compute_metrics", "summary_document"]
+__all__ = ["MetricMismatch", "compare_claims", "compute_metrics", "members_read", "summary_document"]
 
 _NUMBER_FIELDS = ("value", "numerator", "denominator", "ci_low", "ci_high")
 _REL_TOL = 1e-9
@@ -35,6 +35,23 @@ def compute_metrics(
             raise UsageError(f"unknown metric {name!r}")
         values.extend(metric.compute(rows, context))
     return values
+
+
+def members_read(registry: Registry, names: Iterable[str] | None = None) -> frozenset[str] | None:
+    """The row members the named metrics (default: every registered one) read, by their ``reads`` attributes.
+
+    None when one of them does not say (it may read the whole row). What a
+    validation of a large bundle holds of each row while the metrics are
+    computed.
+    """
+    wanted = registry.names("metrics") if names is None else sorted(set(names))
+    members: set[str] = set()
+    for name in wanted:
+        reads = getattr(registry.get("metrics", name), "reads", None)
+        if not isinstance(reads, (set, frozenset)) or not all(isinstance(member, str) for member in reads):
+            return None
+        members.update(reads)
+    return frozenset(members)
 
 
 def summary_document(values: Iterable[MetricValue]) -> dict[str, Any]:

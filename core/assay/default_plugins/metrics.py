@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter
-from typing import Any
+from typing import Any, ClassVar
 
 from ..components import Metric, MetricContext, MetricValue
 from ..hookspecs import Register, hookimpl
@@ -38,6 +38,8 @@ AXES = ("read", "write", "execute", "macro")
 ENDPOINT_CONDITION = ("endpoint", "condition")
 #: The baseline condition the paired tests compare every other condition with.
 BASELINE_CONDITION = "D0"
+#: The row members every built-in metric reads (its ``reads``): a validation holds no more of each row.
+ROW_MEMBERS = frozenset({"key", "stages"})
 #: Row key fields that identify one work item across conditions (everything but the condition).
 PAIR_FIELDS = ("case_id", "endpoint", "seed", "epoch", "protocol")
 
@@ -117,6 +119,8 @@ class RateMetric:
     group is reported only when at least one of its rows carries that stage
     too, so a run without an audit stage claims no audit rate of zero.
     """
+
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
 
     name: str
     description: str
@@ -252,11 +256,13 @@ class _StageTable:
     predicate; rows spread over a large heap make each such pass wait on
     memory far more than it computes. Here each row is read once, every
     predicate tested while it is in the cache, and the metrics count from
-    these compact columns instead.
+    these compact columns instead; a row's group is a small integer (its
+    cell), so counting never hashes a tuple of strings.
     """
 
     rows: list[Row]
-    cells: list[tuple[Any, Any, Any]]  # (endpoint, condition, family) of each row
+    cells: list[tuple[Any, Any, Any]]  # the distinct (endpoint, condition, family) groups, in order of appearance
+    cell_of: list[int]  # each row's index into cells
     idents: list[str]  # the pair ident of each row (see _pair_ident)
     results: dict[_Test, list[bool]]  # per test, whether each row is within its denominator and passes it
 
@@ -268,26 +274,30 @@ class _StageTable:
 
     def grouped(self, *, with_family: bool) -> dict[GroupKey, list[Row]]:
         """The rows by endpoint and condition (and family), in row order within a group, groups sorted."""
-        raw: dict[tuple[Any, ...], list[Row]] = {}
-        for cell, row in zip(self.cells, self.rows, strict=True):
-            members = raw.get(cell if with_family else cell[:2])
-            if members is None:
-                members = raw[cell if with_family else cell[:2]] = []
-            members.append(row)
+        by_cell: list[list[Row]] = [[] for _ in self.cells]
+        for cell, row in zip(self.cell_of, self.rows, strict=True):
+            by_cell[cell].append(row)
         names = ("endpoint", "condition", "family")
-        groups = {tuple(zip(names, values, strict=False)): members for values, members in raw.items()}
+        groups: dict[GroupKey, list[Row]] = {}
+        for values, members in zip(self.cells, by_cell, strict=True):
+            groups.setdefault(tuple(zip(names, values if with_family else values[:2], strict=False)), []).extend(
+                members
+            )
+        if not with_family:  # rows of one group gathered from several cells: back in row order
+            order = {id(row): index for index, row in enumerate(self.rows)}
+            groups = {key: sorted(members, key=lambda row: order[id(row)]) for key, members in groups.items()}
         return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
 
     def count(self, predicate: _Predicate | None, applies: _Predicate | None) -> dict[GroupKey, int]:
         """Rows within ``applies`` for which ``predicate`` holds (None: every such row), per fine group."""
         if predicate is not None:
-            tally = Counter(compress(self.cells, self.results[(applies, predicate)]))
+            tally = Counter(compress(self.cell_of, self.results[(applies, predicate)]))
         elif applies is not None:
-            tally = Counter(compress(self.cells, self.results[(None, applies)]))
+            tally = Counter(compress(self.cell_of, self.results[(None, applies)]))
         else:
-            tally = Counter(self.cells)
+            tally = Counter(self.cell_of)
         names = ("endpoint", "condition", "family")
-        return {tuple(zip(names, cell, strict=True)): count for cell, count in tally.items()}
+        return {tuple(zip(names, self.cells[cell], strict=True)): count for cell, count in tally.items()}
 
 
 def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _StageTable | None:
@@ -298,10 +308,13 @@ def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _St
         columns: list[list[bool]] = [[] for _ in tests]
         steps = [(applies, predicate, column) for (applies, predicate), column in zip(tests, columns, strict=True)]
         families: dict[Any, Any] = {}
+        index: dict[tuple[Any, Any, Any], int] = {}
         members: list[Row] = []
-        cells: list[tuple[Any, Any, Any]] = []
+        cell_of: list[int] = []
         idents: list[str] = []
         try:
+            # Row by row, every test while the row is in the cache: a row's parts lie wherever the parse put
+            # them, and a pass per test would wait on memory once per test instead of once.
             for row in rows:
                 if stage not in row.get("stages", _NO_STAGES):
                     continue
@@ -310,7 +323,7 @@ def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _St
                 if case_id not in families:
                     families[case_id] = context.cases.get(case_id, {}).get("family", "unknown")
                 members.append(row)
-                cells.append((key["endpoint"], key["condition"], families[case_id]))
+                cell_of.append(index.setdefault((key["endpoint"], key["condition"], families[case_id]), len(index)))
                 idents.append(_pair_ident(key))
                 within: dict[_Predicate, bool] = {}  # each denominator's verdict on this row
                 for applies, predicate, column in steps:
@@ -321,7 +334,7 @@ def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _St
                     column.append(passed)
         except Exception:  # noqa: BLE001 - a test failing on a row: each metric then reads the rows itself
             return None
-        return _StageTable(members, cells, idents, dict(zip(tests, columns, strict=True)))
+        return _StageTable(members, list(index), cell_of, idents, dict(zip(tests, columns, strict=True)))
 
     return context.memo(("stage-table", id(rows), stage), compute)
 
@@ -351,6 +364,8 @@ def _stage_cells(
 class MeanMetric:
     """Mean of a numeric stage field over the rows where it is not null, per group."""
 
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
+
     name: str
     description: str
     stage: str
@@ -370,6 +385,8 @@ class MeanMetric:
 @dataclass(frozen=True)
 class DistributionMetric:
     """Counts of a categorical stage field per group; value is the share of rows with any category."""
+
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
 
     name: str
     description: str
@@ -393,6 +410,8 @@ class AuditAccounting:
     Value is the audit coverage (audited / CoreFail rows); ``detail`` holds
     every count of the accounting table, the evidence flags and ``closes``.
     """
+
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
 
     name: str = "audit.accounting"
     description: str = "Audit accounting of CoreFail rows: coverage, outcome counts, evidence flags and closure."
@@ -445,6 +464,8 @@ class CoreExecJoin:
     of exec-harm items that passed the semantic core (CorePass and ExecHarm).
     """
 
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
+
     name: str = "exec.core_exec_join"
     description: str = (
         "CoreFail x ExecHarm on matched work items; value = share of ExecHarm items that passed the core."
@@ -495,6 +516,8 @@ class McNemarVsBaseline:
     without D0 rows gives no value.
     """
 
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
+
     name: str
     description: str
     stage: str
@@ -506,8 +529,9 @@ class McNemarVsBaseline:
         outcomes: dict[str, dict[str, bool]] = defaultdict(dict)
         read = _stage_table(rows, context, self.stage)
         if read is not None and read.knows(self.outcome, None):
-            for cell, ident, outcome in zip(read.cells, read.idents, read.results[(None, self.outcome)], strict=True):
-                outcomes[cell[1]][ident] = outcome
+            conditions = [cell[1] for cell in read.cells]
+            for cell, ident, outcome in zip(read.cell_of, read.idents, read.results[(None, self.outcome)], strict=True):
+                outcomes[conditions[cell]][ident] = outcome
         else:
             for row in rows:
                 if self.stage in row.get("stages", _NO_STAGES):
@@ -547,6 +571,8 @@ class PermissionStatic:
     an axis outside the task's scored roots (``static.outside_scope``) counts
     0 on that axis, whatever it scored inside them.
     """
+
+    reads: ClassVar[frozenset[str]] = ROW_MEMBERS
 
     name: str
     description: str

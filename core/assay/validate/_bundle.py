@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -25,7 +25,7 @@ from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
 from ..signing import SIGNATURE_FILE
-from ..summary import compare_claims, compute_metrics
+from ..summary import compare_claims, compute_metrics, members_read
 from ._common import check_schema, get, read_document, safe_child
 from ._provenance import check_provenance, used_components
 from ._report import Rank, Report
@@ -334,9 +334,13 @@ def _check_contents(
             # here and the metrics recomputed: two cores at work from the first row. Findings join at the end.
             rederiving.fork(lambda: _candidate_rows(rows_path))
     lines: list[int] = []
+    offsets: list[int] = []
     rows: list[dict[str, Any]] | None = None
+    # While a child re-derives, only what the metrics read is held of each row (the parent's share of the
+    # re-derivation reads its rows again, whole): most of a row is its transcript, which the metrics never read.
+    keep = members_read(registry) if rederiving is not None and rederiving.forked and not replay else None
     try:
-        rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines)
+        rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, keep)
         if rows is None:
             return
         if replay and pack is not None and case_of is not None:
@@ -362,11 +366,9 @@ def _check_contents(
         _check_metrics(manifest, bundle_doc, metrics_path, run, run_doc, run_rel, cases, rows, name, report, registry)
     finally:
         if rederiving is not None and rows is not None:
-            # The rows are handed over (no reference kept here) so that they can be freed while the child ends.
-            handed, rows = [rows], None
-            report.facts["verdicts_rederived"] = rederiving.finish(
-                report, handed, lines, reload=lambda: _candidate_rows(rows_path)
-            )
+            rows_at = _reader(rows_path, lines, offsets) if keep is not None else _holder(rows, lines)
+            rows = None
+            report.facts["verdicts_rederived"] = rederiving.finish(report, lines, rows_at)
         elif rederiving is not None:
             rederiving.abandon()
 
@@ -570,25 +572,32 @@ MAX_ROW_BYTES = 16 << 20
 MAX_UNREADABLE_ROWS = 1_000
 
 
-def _row_lines(path: Path) -> Iterator[tuple[int, bytes | None, bool]]:
-    """(line number, the row's bytes or None when over :data:`MAX_ROW_BYTES`, whether it ended with a newline).
+class Unreadable(Exception):
+    """The rows file holds too many unreadable rows running to be read on."""
+
+
+def _row_lines(path: Path) -> Iterator[tuple[int, int, bytes | None, bool]]:
+    """(line number, its byte offset, the row's bytes or None when over :data:`MAX_ROW_BYTES`, whether it ended
+    with a newline).
 
     Read a line at a time with a bound on what is held: neither a huge row
     nor millions of blank lines are ever in memory at once. (A buffered
     ``readline`` copies each row once; splitting large chunks copied it twice.)
     """
-    number = 0
+    number = offset = 0
     with open(path, "rb", buffering=_READ_BUFFER) as handle:
         while line := handle.readline(MAX_ROW_BYTES + 1):
             number += 1
+            start, offset = offset, offset + len(line)
             if line.endswith(b"\n"):
-                yield number, line[:-1], True
+                yield number, start, line[:-1], True
             elif len(line) <= MAX_ROW_BYTES:
-                yield number, line, False  # the last line, without its newline
+                yield number, start, line, False  # the last line, without its newline
             else:  # over the bound: its bytes are dropped up to its newline
                 while line and not line.endswith(b"\n"):
                     line = handle.readline(MAX_ROW_BYTES + 1)
-                yield number, None, bool(line)
+                    offset += len(line)
+                yield number, start, None, bool(line)
 
 
 _READ_BUFFER = 1 << 20
@@ -612,33 +621,66 @@ def _row_error(
         report.add(file, message, rank=rank, code=code, line=line, pointer=pointer)
 
 
-def _candidate_rows(path: Path) -> tuple[list[dict[str, Any]], list[int]] | None:
-    """Every schema-valid row of a rows file, and its line: a superset of what :func:`_check_rows` keeps.
+def _candidate_rows(path: Path) -> Iterator[tuple[dict[str, Any], int]]:
+    """Every schema-valid row of a rows file with its line, as read: a superset of what :func:`_check_rows` keeps.
 
     Only the schema decides here (not duplicates or the plan), so nothing a
     hostile row could be is handed to re-derivation that the schema refuses.
-    None where :func:`_check_rows` gives up (too many unreadable rows running).
+    Raises :class:`Unreadable` where :func:`_check_rows` gives up (too many
+    unreadable rows running).
     """
-    schemas = spec_schemas(SUPPORTED_MAJORS[-1])
-    rows: list[dict[str, Any]] = []
-    lines: list[int] = []
     unreadable = 0
-    for number, raw, _ in _row_lines(path):
+    for number, _, raw, _ in _row_lines(path):
         row, problem, _ = _parse_row(raw)
         if problem is not None:
             unreadable += 1
             if unreadable >= MAX_UNREADABLE_ROWS:
-                return None
+                raise Unreadable(f"{MAX_UNREADABLE_ROWS} rows running could not be read")
             continue
         unreadable = 0
-        if (
-            isinstance(row, dict)
-            and major_of(row.get("spec_version")) in SUPPORTED_MAJORS
-            and schemas.is_valid("result_row", row)
-        ):
-            rows.append(row)
-            lines.append(number)
-    return rows, lines
+        if _schema_valid(row):
+            yield row, number
+
+
+def _schema_valid(row: Any) -> bool:
+    """True for a row object of a supported spec version that its schema accepts."""
+    return (
+        isinstance(row, dict)
+        and major_of(row.get("spec_version")) in SUPPORTED_MAJORS
+        and spec_schemas(SUPPORTED_MAJORS[-1]).is_valid("result_row", row)
+    )
+
+
+_RowsAt = Callable[[Sequence[int]], tuple[list[dict[str, Any]], list[int]]]
+
+
+def _reader(path: Path, lines: Sequence[int], offsets: Sequence[int]) -> _RowsAt:
+    """The whole rows at some of ``lines`` (found at byte ``offsets``), read again: those the schema still accepts.
+
+    What re-derivation reads when the validation kept only the members its
+    metrics read of each row: a chunk at a time, from where each row was found.
+    """
+    where = dict(zip(lines, offsets, strict=True))
+
+    def rows_at(wanted: Sequence[int]) -> tuple[list[dict[str, Any]], list[int]]:
+        rows: list[dict[str, Any]] = []
+        found: list[int] = []
+        with open(path, "rb", buffering=_READ_BUFFER) as handle:
+            for line in wanted:
+                handle.seek(where[line])
+                row, problem, _ = _parse_row(handle.readline(MAX_ROW_BYTES + 1).rstrip(b"\n"))
+                if problem is None and _schema_valid(row):
+                    rows.append(row)
+                    found.append(line)
+        return rows, found
+
+    return rows_at
+
+
+def _holder(rows: Sequence[dict[str, Any]], lines: Sequence[int]) -> _RowsAt:
+    """The rows at some of ``lines``, from the whole rows the validation kept."""
+    by_line = dict(zip(lines, rows, strict=True))
+    return lambda wanted: ([by_line[line] for line in wanted], list(wanted))
 
 
 def _case_loader(pack: Pack, case_index: dict[str, dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
@@ -667,10 +709,14 @@ def _check_rows(
     registry: Registry,
     report: Report,
     lines: list[int] | None = None,
+    offsets: list[int] | None = None,
+    keep: frozenset[str] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded).
 
-    ``lines`` receives the line number of each returned row.
+    ``lines`` and ``offsets`` receive the line number and byte offset of each
+    returned row. With ``keep``, a returned row holds only those members (what
+    the metrics read): the rest of a large bundle is let go as it is read.
     """
     plan = run["plan"]
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
@@ -691,8 +737,9 @@ def _check_rows(
     seen: dict[tuple[Any, ...], int] = {}
     rows: list[dict[str, Any]] = []
     case_digests = {case_id: entry.get("sha256") for case_id, entry in case_index.items()}
+    members = None if keep is None else sorted(keep)
     unreadable = 0
-    for number, raw, ended in _row_lines(path):
+    for number, offset, raw, ended in _row_lines(path):
         if not ended:
             report.add(
                 file,
@@ -858,9 +905,11 @@ def _check_rows(
                     "unknown-judge",
                     counts,
                 )
-        rows.append(row)
+        rows.append(row if members is None else {member: row[member] for member in members if member in row})
         if lines is not None:
             lines.append(number)
+        if offsets is not None:
+            offsets.append(offset)
     for code, count in counts.items():
         if count > _MAX_LISTED:
             report.add(

@@ -7,7 +7,7 @@ re-deriving at once. See :class:`RederiveJob`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +30,27 @@ def _chunk_of(line: int) -> int:
     return (line - 1) // CHUNK_LINES
 
 
-def _by_chunk(rows: Sequence[Mapping[str, Any]], lines: Sequence[int]) -> dict[int, _Rows]:
-    """Rows (in line order) split into their chunks, in chunk order."""
-    chunks: dict[int, tuple[list[Mapping[str, Any]], list[int]]] = {}
-    for row, line in zip(rows, lines, strict=True):
-        chunk = chunks.setdefault(_chunk_of(line), ([], []))
-        chunk[0].append(row)
-        chunk[1].append(line)
-    return dict(chunks)
+def _lines_by_chunk(lines: Sequence[int]) -> dict[int, list[int]]:
+    """Lines (in order) split into their chunks, in chunk order."""
+    chunks: dict[int, list[int]] = {}
+    for line in lines:
+        chunks.setdefault(_chunk_of(line), []).append(line)
+    return chunks
+
+
+def _chunks(pairs: Iterable[tuple[Mapping[str, Any], int]]) -> Iterator[tuple[int, _Rows]]:
+    """(row, line) pairs in line order, gathered into their chunks as they come."""
+    current, rows, lines = -1, list[Mapping[str, Any]](), list[int]()
+    for row, line in pairs:
+        chunk = _chunk_of(line)
+        if chunk != current and rows:
+            yield current, (rows, lines)
+            rows, lines = [], []
+        current = chunk
+        rows.append(row)
+        lines.append(line)
+    if rows:
+        yield current, (rows, lines)
 
 
 class _Claims:
@@ -88,13 +101,13 @@ class RederiveJob:
     On Linux, for a rows file of :data:`PARALLEL_BYTES` or more, a child is
     forked before the rows are read. It parses them itself and re-derives, a
     chunk of :data:`CHUNK_LINES` lines at a time from the first, every row that
-    parses as an object, while the parent reads them again for its own checks
-    and recomputes the metrics; then the parent takes chunks from the last,
-    until the two meet. The child sends back what it found per line, and the
-    parent keeps what concerns the rows it accepted. (The child checks the
-    schema but not the keys against the plan: a duplicate or unplanned row is
-    re-derived in vain, under the same per-row guard, and dropped.) If the
-    child cannot be made or fails,
+    the schema accepts, while the parent reads them again for its own checks
+    and recomputes the metrics; then the parent takes chunks from the last
+    (reading their rows a third time, whole), until the two meet. The child
+    sends back what it found per line, and the parent keeps what concerns the
+    rows it accepted. (The child checks the schema but not the keys against
+    the plan: a duplicate or unplanned row is re-derived in vain, under the
+    same per-row guard, and dropped.) If the child cannot be made or fails,
     the work is done in the parent. The findings are the same, in the same
     order, either way.
     """
@@ -121,11 +134,18 @@ class RederiveJob:
 
         return cls(derive, file)
 
-    def fork(self, load: Callable[[], _Rows | None]) -> None:
+    @property
+    def forked(self) -> bool:
+        """True while a child is at work on the rows."""
+        return self._pid is not None
+
+    def fork(self, load: Callable[[], Iterable[tuple[Mapping[str, Any], int]]]) -> None:
         """Start the work in a child on the candidate rows ``load()`` gives; nothing happens where fork is missing.
 
-        The candidates must include every row the parent will accept, at the
-        same line and with the same content.
+        The candidates, (row, line) pairs in line order, must include every
+        row the parent will accept, at the same line and with the same
+        content; the child reads them a chunk at a time, and a failure to read
+        them on is a failure of the child.
         """
         import os
         import sys
@@ -147,9 +167,11 @@ class RederiveJob:
             status = 1
             try:
                 os.close(read_fd)
-                loaded = load()
                 found, done = Derivation(), []
-                for chunk, (rows, lines) in ({} if loaded is None else _by_chunk(*loaded)).items():
+                # A chunk at a time: its rows are let go before the next is parsed, so the memory they held is
+                # used again (a parse into fresh pages costs a page fault every 4 KiB), and they are re-derived
+                # while they are still in the cache.
+                for chunk, (rows, lines) in _chunks(load()):
                     if not claims.take_front(chunk):
                         break
                     part = self._derive(rows, lines)
@@ -169,42 +191,31 @@ class RederiveJob:
     def finish(
         self,
         report: Report,
-        handed: list[list[dict[str, Any]]],
         lines: Sequence[int],
-        reload: Callable[[], _Rows | None],
+        rows_at: Callable[[Sequence[int]], _Rows],
     ) -> int:
         """Add the re-derived findings to ``report`` (after what it holds); returns how many verdicts were checked.
 
-        ``handed`` holds the rows the parent accepted (``lines`` are their
-        lines), handed over so that they can be freed while the child ends:
-        the parent re-derives chunks from the last while the child has not
-        reached them, then lets its rows go and collects the child's work,
+        ``lines`` are the lines of the rows the parent accepted; ``rows_at``
+        reads the whole rows at some of them again (the parent keeps only what
+        its metrics read). The parent re-derives chunks from the last while
+        the child has not reached them, then collects the child's work,
         keeping it for ``lines`` only. Without a child, or when it fails, the
-        rows it owed are re-derived here (read again with ``reload`` if they
-        were let go: the candidates, as the child read them).
+        chunks it owed are re-derived here.
         """
-        rows = handed.pop()
-        chunks = _by_chunk(rows, lines)
-        if self._pid is None:
-            alone = {chunk: self._derive(*part) for chunk, part in chunks.items()}
-            return self._assemble(alone, {}, lines).report(report, self._file)
+        chunks = _lines_by_chunk(lines)
         mine: dict[int, Derivation] = {}
-        assert self._claims is not None
-        for chunk in sorted(chunks, reverse=True):
-            if not self._claims.take_back(chunk):
-                break
-            mine[chunk] = self._derive(*chunks[chunk])
-        del rows, chunks  # freed while the child finishes: the parent no longer needs them
-        theirs = self._collect()
-        if theirs is None:  # no usable answer: re-derive here what the child owed
-            candidates = reload()
-            if candidates is not None:
-                keep = set(lines)
-                picked = [(row, line) for row, line in zip(*candidates, strict=True) if line in keep]
-                owed = _by_chunk([row for row, _ in picked], [line for _, line in picked])
-                for chunk, part in owed.items():
-                    if chunk not in mine:
-                        mine[chunk] = self._derive(*part)
+        if self._pid is not None:
+            assert self._claims is not None
+            for chunk in sorted(chunks, reverse=True):
+                if not self._claims.take_back(chunk):
+                    break
+                mine[chunk] = self._derive(*rows_at(chunks[chunk]))
+        theirs = None if self._pid is None else self._collect()
+        if theirs is None:  # no child, or no usable answer: re-derive here what it owed
+            for chunk, part in chunks.items():
+                if chunk not in mine:
+                    mine[chunk] = self._derive(*rows_at(part))
             theirs = {}
         return self._assemble(mine, theirs, lines).report(report, self._file)
 
