@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import inspect
 import types
+from unittest import mock
 
 import pytest
 
@@ -246,9 +247,105 @@ def test_a_family_naming_a_stage_kind_or_channel_nobody_defines_is_refused_namin
         def register_families(self, register):
             register(family)
 
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     with pytest.raises(PluginError) as info:
-        PluginHost().register(Plugin(), "conversations")
-    assert f"plugin 'conversations' registered family 'CONV' with the {what}, which nobody defines" in str(info.value)
+        host.register(Plugin(), "conversations")
+    assert f"plugin 'conversations' registered family 'CONV' with the {what}, which no plugin registers" in str(
+        info.value
+    )
+
+
+def _stage(name, kinds=("attack",), needs=()):
+    from assay.components import Stage
+
+    async def run(context):
+        context.row["stages"][name] = {"produced_by": {"kind": "rule", "name": name, "version": "1"}}
+
+    return Stage(name, f"The {name} stage.", kinds=kinds, outcome_schema={"type": "object"}, run=run, needs=needs)
+
+
+class _StagePlugin:
+    """A throwaway plugin adding case kinds, channels, stages and families (unit-test double of a design)."""
+
+    def __init__(self, stages=(), families=(), kinds=(), channels=()):
+        self.stages, self.families, self.kinds, self.channels = stages, families, kinds, channels
+
+    @assay.hookimpl
+    def register_case_kinds(self, register):
+        for kind in self.kinds:
+            register(kind)
+
+    @assay.hookimpl
+    def register_channels(self, register):
+        for channel in self.channels:
+            register(channel)
+
+    @assay.hookimpl
+    def register_stages(self, register):
+        for stage in self.stages:
+            register(stage)
+
+    @assay.hookimpl
+    def register_families(self, register):
+        for family in self.families:
+            register(family)
+
+
+def test_a_family_may_come_before_the_plugin_that_registers_its_stage_kind_and_channel():
+    """Plugins load in name order: references are checked once all are in, not one plugin at a time."""
+    from assay.components import CaseKind, Channel
+
+    family = Family(
+        name="CONV", kind="x-conv.dialogue", title="t", description="d", channels=("x-conv.pigeon",),
+        stages=("x-conv.conversation",),
+    )  # fmt: skip
+    plugins = {
+        "a-family": _StagePlugin(families=[family]),
+        "b-stage": _StagePlugin(
+            stages=[_stage("x-conv.conversation", kinds=("x-conv.dialogue",))],
+            kinds=[CaseKind("x-conv.dialogue", "A conversation.")],
+            channels=[Channel("x-conv.pigeon", "By pigeon.")],
+        ),
+    }
+    points = [metadata.EntryPoint(name, f"tests:{name}", "assay") for name in plugins]
+    with mock.patch.object(metadata.EntryPoint, "load", lambda self: plugins[self.name]):
+        host = load_plugins(environ={}, entry_points=lambda: points)
+    assert host.registry.get("families", "CONV") is family
+    assert "x-conv.conversation" in host.registry.names("stages")
+
+
+def test_a_stage_for_another_kind_of_case_is_refused_for_a_family():
+    family = Family(name="CONV", kind="attack", title="t", description="d", stages=("trajectory",))
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    with pytest.raises(PluginError, match="family 'CONV' of kind 'attack' with the stage 'trajectory', which runs on"):
+        host.register(_StagePlugin(families=[family]), "conversations")
+
+
+@pytest.mark.parametrize(
+    ("stages", "message"),
+    [
+        ([_stage("x-a.one", needs=("x-a.missing",))], "stage 'x-a.one' naming the stage 'x-a.missing'"),
+        ([_stage("x-a.one", kinds=("dialogue",))], "stage 'x-a.one' naming the case kind 'dialogue'"),
+        ([_stage("x-a.one", needs=("x-a.two",)), _stage("x-a.two", needs=("x-a.one",))], "need each other"),
+    ],
+)
+def test_a_stage_naming_what_nobody_registers_or_needing_in_a_circle_is_refused(stages, message):
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    with pytest.raises(PluginError, match=message):
+        host.register(_StagePlugin(stages=stages), "stages-plugin")
+
+
+def test_stages_run_in_the_spec_order_then_by_name_each_after_what_it_needs():
+    from assay.stage_order import stage_order
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(
+        _StagePlugin(stages=[_stage("x-a.first", needs=("x-z.last",)), _stage("x-z.last", needs=("semantic",))]),
+        "ordered",
+    )
+    assert stage_order(host.registry.items("stages")) == [
+        "semantic", "audit", "exec", "trajectory", "permission", "x-z.last", "x-a.first",
+    ]  # fmt: skip
 
 
 def test_a_plugin_outcome_is_paired_by_compare_and_cannot_take_a_builtin_name():

@@ -12,6 +12,9 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   objects), :class:`Judge` (making :class:`JudgeInstance` objects),
   :class:`Metric`, :class:`Oracle`, :class:`Sandbox` (making
   :class:`SandboxInstance` objects), :class:`Executor`.
+* A new kind of evaluation: :class:`Stage` (its coroutine runs over a
+  :class:`StageContext`, one work item in flight), and the :class:`CaseKind`
+  and :class:`Channel` registrations its families name.
 * Values they exchange: :class:`ChatRequest` and :class:`ChatResponse` (one
   model call), :class:`MetricContext` and :class:`MetricValue`,
   :class:`OracleResult`, and the :class:`Family`, :class:`Defense`,
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 from .components import (
     Backend,
+    CaseKind,
+    Channel,
     Defense,
     Endpoint,
     Executor,
@@ -41,8 +46,10 @@ from .components import (
     Outcome,
     Sandbox,
     SandboxInstance,
+    Stage,
 )
 from .engine.messages import ChatRequest, ChatResponse
+from .engine.stages.context import StageContext
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
 from .packs import Pack
@@ -51,6 +58,8 @@ from .stats import rate, wilson_interval
 __all__ = [
     "Backend",
     "BackendError",
+    "CaseKind",
+    "Channel",
     "ChatRequest",
     "ChatResponse",
     "Defense",
@@ -70,6 +79,8 @@ __all__ = [
     "Register",
     "Sandbox",
     "SandboxInstance",
+    "Stage",
+    "StageContext",
     "UsageError",
     "hookimpl",
     "rate",

@@ -7,7 +7,7 @@ classes: a plugin satisfies them by shape and never inherits from assay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend",
+    "CaseKind",
+    "Channel",
     "Defense",
     "Endpoint",
     "Executor",
@@ -31,8 +33,10 @@ __all__ = [
     "MetricValue",
     "Oracle",
     "OracleResult",
+    "Outcome",
     "Sandbox",
     "SandboxInstance",
+    "Stage",
 ]
 
 _T = TypeVar("_T")
@@ -56,6 +60,52 @@ class Family:
     channels: tuple[str, ...] = ()
     default_labels: Mapping[str, Any] = field(default_factory=dict)
     stages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseKind:
+    """A kind of case (``attack``, ``trajectory``, ...): what a case's ``kind`` and a family's ``kind`` name."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Channel:
+    """An injection channel (``user_turn``, ``tool_return``, ...): how a case's injected content reaches the agent."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A kind of evaluation: what the engine does to one work item, recorded in its row under ``stages[name]``.
+
+    ``run`` is a coroutine function taking the item's
+    :class:`~assay.engine.stages.context.StageContext` (public as
+    ``assay.api.StageContext``): it reads the case, the endpoint, the judge
+    and what earlier stages left in ``context.row``, and sets
+    ``context.row["stages"][name]`` to an outcome that satisfies
+    ``outcome_schema`` (a JSON Schema; the spec's own definition for the
+    built-in stages). A :class:`~assay.errors.BackendError` it lets out ends
+    the item's stages with an error row; any other exception is recorded as
+    the stage's failure.
+
+    ``kinds`` are the case kinds the stage runs on; a family may list the
+    stage only if its kind is one of them. ``needs`` are stages whose
+    outcome it reads: planning the stage without them is refused, and they
+    run first. The engine runs a case's stages in one fixed order: the
+    spec's stages in the spec's order, then the others by name, each after
+    what it needs.
+    """
+
+    name: str
+    description: str
+    kinds: tuple[str, ...]
+    outcome_schema: Mapping[str, Any] = field(repr=False)
+    run: Callable[[Any], Awaitable[None]] = field(repr=False)
+    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

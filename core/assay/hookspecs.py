@@ -40,6 +40,37 @@ def register_packs(register: Register) -> None:
 
 
 @hookspec
+def register_case_kinds(register: Register) -> None:
+    """Register kinds of case.
+
+    Call ``register(kind)`` with an :class:`assay.components.CaseKind`. A
+    family belongs to one registered kind; a stage says which kinds it runs on.
+    """
+
+
+@hookspec
+def register_channels(register: Register) -> None:
+    """Register injection channels.
+
+    Call ``register(channel)`` with an :class:`assay.components.Channel`. A
+    family's ``channels`` must all be registered.
+    """
+
+
+@hookspec
+def register_stages(register: Register) -> None:
+    """Register stages: kinds of evaluation the engine runs on a work item.
+
+    Call ``register(stage)`` with an :class:`assay.components.Stage`: its
+    name, the case kinds it runs on, the JSON Schema of its outcome, the
+    coroutine that runs it over a :class:`assay.api.StageContext`, and the
+    stages it needs. Families list the stages their cases support; when
+    plugins are loaded, a family naming a stage, case kind or channel that no
+    plugin registered is one error naming the plugin.
+    """
+
+
+@hookspec
 def register_families(register: Register) -> None:
     """Register attack families and task kinds.
 

@@ -49,6 +49,7 @@ ENTRY_POINT_GROUP = "assay"
 
 #: Built-in plugins, registered through the same hooks as third-party ones.
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    "assay.default_plugins.stages",
     "assay.default_plugins.families",
     "assay.default_plugins.defenses",
     "assay.default_plugins.conditions",
@@ -65,6 +66,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
 #: Component kinds, each registered through the hook ``register_<kind>``.
 KINDS: tuple[str, ...] = (
     "packs",
+    "case_kinds",
+    "channels",
+    "stages",
     "families",
     "backends",
     "judges",
@@ -79,8 +83,8 @@ KINDS: tuple[str, ...] = (
 
 
 def singular(kind: str) -> str:
-    """The singular of a component kind, for messages ("families" -> "family")."""
-    return "family" if kind == "families" else "sandbox" if kind == "sandboxes" else kind[:-1]
+    """The singular of a component kind, for messages ("families" -> "family", "case_kinds" -> "case kind")."""
+    return "family" if kind == "families" else "sandbox" if kind == "sandboxes" else kind[:-1].replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,10 @@ class Registry:
         """Name to component for one kind, sorted by name."""
         return {name: self._by_kind[kind][name].component for name in self.names(kind)}
 
-    def registrations(self) -> Iterator[Registration]:
-        """Every registration, by kind (in KINDS order) then name."""
-        for kind in KINDS:
-            table = self._by_kind[kind]
+    def registrations(self, kind: str | None = None) -> Iterator[Registration]:
+        """Every registration (or every one of ``kind``), by kind (in KINDS order) then name."""
+        for each in KINDS if kind is None else (kind,):
+            table = self._by_kind[each]
             for name in sorted(table):
                 yield table[name]
 
@@ -157,6 +161,9 @@ def _expected_type(kind: str) -> type | None:
         return click.Command
     return {
         "packs": Pack,
+        "case_kinds": components.CaseKind,
+        "channels": components.Channel,
+        "stages": components.Stage,
         "families": components.Family,
         "defenses": components.Defense,
         "oracles": components.Oracle,
@@ -200,21 +207,42 @@ def _component_name(kind: str, component: Any, plugin: str) -> str:
     return name
 
 
-def _check_family(family: Any, plugin: str) -> None:
-    """A family may name only case kinds, stages and channels the spec defines: one error naming the plugin."""
-    from .schemas import CASE_KINDS, CHANNELS, STAGES
-
-    for what, values, known in (
-        ("case kind", (family.kind,), CASE_KINDS),
-        ("stage", family.stages, STAGES),
-        ("channel", family.channels, CHANNELS),
-    ):
-        unknown = [value for value in values if value not in known]
-        if unknown:
-            raise PluginError(
-                f"plugin {plugin!r} registered family {family.name!r} with the {what} {unknown[0]!r}, which "
-                f"nobody defines (known: {', '.join(known)})"
-            )
+def _reference_problems(registry: Registry) -> list[str]:
+    """Every family and stage naming a case kind, stage or channel that no plugin registered, or a stage that
+    needs what cannot run before it: one line each, naming the plugin."""
+    problems = []
+    kinds, stages = set(registry.names("case_kinds")), registry.items("stages")
+    channels = set(registry.names("channels"))
+    for registration in registry.registrations("stages"):
+        stage = registration.component
+        for what, values, known in (("case kind", stage.kinds, kinds), ("stage", stage.needs, set(stages))):
+            for value in values:
+                if value not in known:
+                    problems.append(
+                        f"plugin {registration.plugin!r} registered stage {stage.name!r} naming the {what} "
+                        f"{value!r}, which no plugin registers (known: {', '.join(sorted(known))})"
+                    )
+    for registration in registry.registrations("families"):
+        family = registration.component
+        for what, values, known in (
+            ("case kind", (family.kind,), kinds),
+            ("stage", family.stages, set(stages)),
+            ("channel", family.channels, channels),
+        ):
+            for value in values:
+                if value not in known:
+                    problems.append(
+                        f"plugin {registration.plugin!r} registered family {family.name!r} with the {what} "
+                        f"{value!r}, which no plugin registers (known: {', '.join(sorted(known))})"
+                    )
+        for name in family.stages:
+            stage = stages.get(name)
+            if stage is not None and family.kind not in stage.kinds:
+                problems.append(
+                    f"plugin {registration.plugin!r} registered family {family.name!r} of kind {family.kind!r} "
+                    f"with the stage {name!r}, which runs on {', '.join(stage.kinds)} cases only"
+                )
+    return problems
 
 
 def _split(value: str | None) -> set[str]:
@@ -238,6 +266,7 @@ class PluginHost:
         self.registry = Registry()
         self._sources: dict[str, tuple[str | None, str | None]] = {}
         self._trace: Callable[[str], Any] | None = None
+        self._loading = False  # while load_plugins registers a set of plugins, references are checked at its end
 
     def enable_trace(self, write: Callable[[str], Any]) -> None:
         """Report every hook call (pluggy's tracer) and every registration through ``write``."""
@@ -269,14 +298,28 @@ class PluginHost:
                     if self._trace is not None:
                         self._trace(f"assay hook register_{kind} -> plugin {name}\n")
                     impl.function(register=self._registrar(kind, name))
+        if not self._loading:
+            self.check_references()
+
+    def check_references(self) -> None:
+        """Raise :class:`PluginError` for the first family or stage naming what no plugin registered.
+
+        Run once every plugin of :func:`load_plugins` is registered (the
+        plugins come in name order, so a family may come before its stage),
+        and after each :meth:`register` afterwards.
+        """
+        from .stage_order import stage_order
+
+        problems = _reference_problems(self.registry)
+        if problems:
+            raise PluginError(problems[0])
+        stage_order(self.registry.items("stages"))  # needs that go round in a circle
 
     def _registrar(self, kind: str, plugin_name: str) -> Callable[[object], None]:
         distribution, version = self._sources[plugin_name]
 
         def register(component: object) -> None:
             component_name = _component_name(kind, component, plugin_name)
-            if kind == "families":
-                _check_family(component, plugin_name)
             if self._trace is not None:
                 self._trace(f"assay   registered {singular(kind)} {component_name}\n")
             self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version))
@@ -316,13 +359,30 @@ def load_plugins(
     if _truthy(env.get("ASSAY_TRACE_HOOKS")):
         host.enable_trace(sys.stderr.write)
 
+    host._loading = True
+    try:
+        _register_all(host, env, blocked, allowed, entry_points, defaults)
+    finally:
+        host._loading = False
+    host.check_references()
+    return host
+
+
+def _register_all(
+    host: PluginHost,
+    env: Mapping[str, str],
+    blocked: set[str],
+    allowed: set[str],
+    entry_points: Callable[[], Iterable[metadata.EntryPoint]],
+    defaults: Iterable[str],
+) -> None:
     for module_name in defaults:
         if module_name in blocked:
             continue
         host.register(importlib.import_module(module_name), module_name, distribution="assay", version=__version__)
 
     if _truthy(env.get("ASSAY_DISABLE_PLUGIN_AUTOLOAD")):
-        return host
+        return
     for entry_point in sorted(entry_points(), key=lambda ep: ep.name):
         if entry_point.name in blocked or (allowed and entry_point.name not in allowed):
             continue
@@ -337,4 +397,3 @@ def load_plugins(
             distribution=dist.name if dist else None,
             version=dist.version if dist else None,
         )
-    return host

@@ -39,7 +39,7 @@ from .prompts import PROMPT_VERSION, prompt_digest
 from .rowlog import RowLog
 from .runtime import Job, Runtime
 from .specs import ComponentSpec, parse_spec
-from .stages import IMPLEMENTED, STAGE_ORDER
+from .stages import stage_order
 from .stages.exec import EXEC_PROMPT_VERSION, EXEC_SYSTEM_PROMPT
 
 __all__ = ["RunOutcome", "RunSettings", "execute_run"]
@@ -133,30 +133,35 @@ def _endpoint_specs(texts: Sequence[str], host: PluginHost) -> list[tuple[str, C
 
 
 def _stages(requested: Sequence[str] | None, families: set[str], host: PluginHost) -> list[str]:
+    stages = host.registry.items("stages")
+    order = stage_order(stages)
     supported = set()
     for family in families:
         component = host.registry.get("families", family)
         supported |= set(component.stages if component else ())
     if requested:
         for stage in requested:
-            if stage not in STAGE_ORDER:
-                raise UsageError(f"unknown stage {stage!r} (stages: {', '.join(STAGE_ORDER)})")
-            if stage not in IMPLEMENTED:
+            if stage not in stages:
                 raise UsageError(
-                    f"stage {stage!r} is not available in assay {__version__} yet (available: {', '.join(IMPLEMENTED)})"
+                    f"unknown stage {stage!r} (registered stages: {', '.join(order)}; a stage from a plugin "
+                    "needs its distribution installed)"
                 )
             if stage not in supported:
                 raise UsageError(f"no case of this pack supports stage {stage!r}")
         chosen = set(requested)
     else:
-        chosen = supported & set(IMPLEMENTED)
+        chosen = supported & set(stages)
         if not chosen:
             raise UsageError(
-                f"this engine implements no stage this pack's cases support ({', '.join(sorted(supported))})"
+                f"no registered stage runs this pack's cases (they support {', '.join(sorted(supported))})"
             )
-    if "audit" in chosen and "semantic" not in chosen:
-        raise UsageError("the audit stage needs the semantic stage (it audits exactly the CoreFail rows)")
-    return [stage for stage in STAGE_ORDER if stage in chosen]
+    for stage in sorted(chosen, key=order.index):
+        missing = [needed for needed in stages[stage].needs if needed not in chosen]
+        if missing:
+            raise UsageError(
+                f"the {stage} stage needs the {missing[0]} stage (it reads its outcomes): plan both, or neither"
+            )
+    return [stage for stage in order if stage in chosen]
 
 
 def _run_manifest(

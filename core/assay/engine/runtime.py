@@ -14,7 +14,7 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Oracle, Sandbox
+from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Oracle, Sandbox, Stage
 from ..errors import PackError, UsageError
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
@@ -23,8 +23,8 @@ from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
 from .prompts import withhold
-from .stages import IMPLEMENTED, STAGE_ORDER
-from .stages.context import ItemContext
+from .stages import stage_order
+from .stages.context import StageContext
 
 __all__ = ["CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
 
@@ -112,6 +112,8 @@ class Runtime:
     exec_agent: CachedEndpoint | None = field(default=None, init=False)
     _cases: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     _cache: ResponseCache | None = field(default=None, init=False)
+    _stages: dict[str, Stage] = field(default_factory=dict, init=False)
+    _stage_order: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self, plugins: PluginHost | None) -> None:
         self.host = plugins if plugins is not None else load_plugins(environ=dict(self.job.environ) or None)
@@ -145,6 +147,8 @@ class Runtime:
             raise UsageError(f"sandbox {sandbox_name!r} is not a registered plugin (see 'assay plugins')")
         self.sandbox_options = dict(sandbox_options)
         self.oracles: dict[str, Oracle] = registry.items("oracles")
+        self._stages = registry.items("stages")
+        self._stage_order = stage_order(self._stages)
 
     def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Endpoint:
         backend: Backend | None = self.host.registry.get("backends", backend_name)
@@ -173,13 +177,13 @@ class Runtime:
         """The run's stages that this case's family supports, in stage order."""
         family: Family | None = self.host.registry.get("families", case.get("family"))
         supported = set(family.stages) if family is not None else set()
-        return [stage for stage in STAGE_ORDER if stage in self.job.stages and stage in supported]
+        return [stage for stage in self._stage_order if stage in self.job.stages and stage in supported]
 
     async def execute(self, item: WorkItem) -> dict[str, Any]:
         """Run every applicable stage of one work item; returns its result row."""
         case = self.case(item.case_id)
         endpoint = self.endpoints[item.endpoint]
-        ctx = ItemContext(
+        ctx = StageContext(
             item,
             case,
             endpoint,
@@ -206,7 +210,7 @@ class Runtime:
         }
         for stage in self.stages_for(case):
             try:
-                await IMPLEMENTED[stage](ctx)
+                await self._stages[stage].run(ctx)
             except BackendError as exc:
                 ctx.row["errors"].append(
                     {"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts}

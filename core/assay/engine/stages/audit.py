@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...judges._evidence import attacker_indicators, leaked_objects, refuses, strip_echo
-from .context import ItemContext
+from .context import StageContext
 from .exec import parse_json_actions
 
 __all__ = ["AUDIT_VERSION", "run_audit"]
@@ -46,7 +46,7 @@ def _producer() -> dict[str, Any]:
     return {"kind": "rule", "name": "audit-evidence", "version": AUDIT_VERSION}
 
 
-def _structured_trace(ctx: ItemContext) -> list[dict[str, Any]]:
+def _structured_trace(ctx: StageContext) -> list[dict[str, Any]]:
     """Tool calls the semantic response made: native ones, or JSON actions written in its text."""
     calls = list(ctx.row.get("transcript", {}).get("tool_calls", []))
     return calls + parse_json_actions(ctx.row.get("final_output"))
@@ -77,7 +77,7 @@ def _trace_persist(trace: list[dict[str, Any]], case: Mapping[str, Any], indicat
     )
 
 
-async def run_audit(ctx: ItemContext) -> None:
+async def run_audit(ctx: StageContext) -> None:
     """Fill the audit outcome of a row whose semantic stage has run."""
     semantic = ctx.row["stages"].get("semantic")
     if semantic is None or semantic["core_fail"] is not True:

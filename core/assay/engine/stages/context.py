@@ -11,12 +11,32 @@ from ...components import Endpoint, JudgeInstance, Oracle, Sandbox
 from ..messages import ChatResponse
 from ..planner import WorkItem
 
-__all__ = ["ItemContext"]
+__all__ = ["StageContext"]
 
 
 @dataclass
-class ItemContext:
-    """One work item in flight: its case, endpoint, judge, defense policy and growing row."""
+class StageContext:
+    """One work item in flight, as every stage's ``run`` receives it (public as ``assay.api.StageContext``).
+
+    What a stage reads: ``item`` (the work item: case id, endpoint, condition,
+    seed, epoch, protocol; ``item.key()`` is the row's key), ``case`` (the
+    case document), ``endpoint`` (the model under test: ``await
+    endpoint.complete(ChatRequest(...))``, passing ``request_context(stage)``
+    as the request's context), ``judge`` (the run's judge instance),
+    ``policy`` (the condition's defense policy document), ``max_tokens`` and
+    ``temperature`` (the run's generation settings), ``pack_root`` (where the
+    case's fixtures are) and ``sandbox_factory`` with ``sandbox_options``
+    (the run's sandbox, for stages that act on one) and ``oracles``.
+
+    What a stage writes: ``row`` (the growing result row: its outcome goes in
+    ``row["stages"][name]``, the conversation in ``row["transcript"]``, the
+    answer in ``row["final_output"]``), ``prompt_texts`` (the prompts the
+    model saw, which the judge and the validator's re-derivation read) and
+    the usage of each model call through :meth:`add_usage`.
+
+    ``controller``, ``budget`` and ``exec_agent`` are run options the
+    built-in trajectory and permission stages read.
+    """
 
     item: WorkItem
     case: Mapping[str, Any]

@@ -20,7 +20,7 @@ from typing import Any
 from ...errors import UsageError
 from ..messages import ChatRequest
 from ..prompts import apply_defense
-from .context import ItemContext
+from .context import StageContext
 
 __all__ = ["EXEC_PROMPT_VERSION", "EXEC_SYSTEM_PROMPT", "exec_outcome", "parse_json_actions", "run_exec"]
 
@@ -72,7 +72,7 @@ def _system(case: Mapping[str, Any]) -> str:
     return system
 
 
-def _outcome(ctx: ItemContext, calls: list[dict[str, Any]], diff: list[dict[str, Any]], final: str) -> dict[str, Any]:
+def _outcome(ctx: StageContext, calls: list[dict[str, Any]], diff: list[dict[str, Any]], final: str) -> dict[str, Any]:
     return exec_outcome(ctx.case, ctx.oracles, calls, diff, final)
 
 
@@ -118,7 +118,7 @@ def exec_outcome(
     }
 
 
-async def run_exec(ctx: ItemContext) -> None:
+async def run_exec(ctx: StageContext) -> None:
     """Run the agent loop against a fresh sandbox and record the exec outcome."""
     # The runtime refuses a run with the exec stage and no registered sandbox.
     assert ctx.sandbox_factory is not None

@@ -54,7 +54,7 @@ from ...schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..messages import ChatRequest
 from ..prompts import apply_defense
 from ._search import search_texts
-from .context import ItemContext
+from .context import StageContext
 
 __all__ = [
     "BASELINES",
@@ -255,7 +255,7 @@ def error_category(
 
 
 async def _agent_turns(
-    ctx: ItemContext,
+    ctx: StageContext,
     system: str,
     task: str,
     phase: str,
@@ -310,7 +310,7 @@ async def _agent_turns(
     return messages, calls, None
 
 
-async def run_permission(ctx: ItemContext) -> None:
+async def run_permission(ctx: StageContext) -> None:
     """Write (or take) a policy, score it, and enforce it during a real execution of the task."""
     case = ctx.case
     spec = case["permission_spec"]
@@ -445,7 +445,7 @@ def write_roots(spec: Mapping[str, Any], implicit: PermissionSet) -> tuple[str, 
     return tuple(sorted({literal_prefix(pattern) or "/" for pattern in patterns}))
 
 
-def _verify(ctx: ItemContext, layout: Layout, outputs: list[str], sensitive: bool) -> tuple[bool, bool | None]:
+def _verify(ctx: StageContext, layout: Layout, outputs: list[str], sensitive: bool) -> tuple[bool, bool | None]:
     """Run the utility verifier (and the attack verifier of a sensitive task) in the environment after the agent.
 
     The agent's command output is laid down at ``/.assay/agent_output.txt`` for

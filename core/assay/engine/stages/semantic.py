@@ -8,7 +8,7 @@ from typing import Any
 
 from ..messages import ChatRequest, ChatResponse
 from ..prompts import semantic_messages
-from .context import ItemContext
+from .context import StageContext
 
 __all__ = ["run_semantic"]
 
@@ -26,7 +26,7 @@ def _final_text(response: ChatResponse) -> str:
     return text
 
 
-async def run_semantic(ctx: ItemContext) -> None:
+async def run_semantic(ctx: StageContext) -> None:
     """Ask the endpoint once, record the transcript, and label it with the judge."""
     messages = semantic_messages(ctx.case, ctx.policy)
     request = ChatRequest(

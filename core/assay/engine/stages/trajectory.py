@@ -42,7 +42,7 @@ from ...sandboxes.runner import CONFINE_FAILED, mask_timings, run_confined
 from ..messages import ChatRequest
 from ..prompts import apply_defense
 from ._search import search_texts
-from .context import ItemContext
+from .context import StageContext
 from .trajectory_scoring import RunFacts, classify, grounding, is_refusal, redact, unsafe_content, withholds
 
 __all__ = [
@@ -348,7 +348,7 @@ def _window(messages: list[dict[str, Any]], policy: Mapping[str, Any]) -> tuple[
     return (*head, *tail)
 
 
-def _budget(ctx: ItemContext) -> tuple[int, float, dict[str, Any]]:
+def _budget(ctx: StageContext) -> tuple[int, float, dict[str, Any]]:
     """Model calls, wall seconds and context policy: the run's overrides, else the case's own."""
     case_budget = ctx.case.get("budget", {})
     calls = ctx.budget.get("max_model_calls") or case_budget.get("max_model_calls", 20)
@@ -357,7 +357,7 @@ def _budget(ctx: ItemContext) -> tuple[int, float, dict[str, Any]]:
     return int(calls), float(wall), context
 
 
-async def run_trajectory(ctx: ItemContext) -> None:
+async def run_trajectory(ctx: StageContext) -> None:
     """Run the controller over a fresh copy of the task's workspace and score it."""
     case, mode = ctx.case, ctx.controller
     workspace = box_dir("assay-trajectory-")

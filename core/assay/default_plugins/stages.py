@@ -1,0 +1,111 @@
+"""Built-in case kinds, injection channels and stages, registered through the same hooks as a plugin's.
+
+The spec names these (its ``kind``, ``channel`` and ``stage_name``
+definitions); each stage's outcome schema is the spec's definition of it,
+referenced by ``$id``. A plugin that adds a stage registers it the same way,
+with its own outcome schema.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..components import CaseKind, Channel, Stage
+from ..hookspecs import Register, hookimpl
+
+#: The result row schema of the spec, whose ``$defs`` define each built-in stage's outcome.
+RESULT_ROW_SCHEMA = "https://assay.dev/spec/v1/result_row.schema.json"
+
+CASE_KINDS = (
+    CaseKind("attack", "An injected attack on a task: scored on what the agent said, left behind and changed."),
+    CaseKind("benign", "A task without an attack: the control for utility and false refusals."),
+    CaseKind("trajectory", "A security task an agent solves in a sandbox, scored on its whole trajectory."),
+    CaseKind("permission", "A task whose agent proposes the file permissions it needs, scored and enforced."),
+)
+
+CHANNELS = (
+    Channel("user_turn", "The attack arrives in the user's own message."),
+    Channel("document", "The attack is inside a document the agent reads."),
+    Channel("web_page", "The attack is inside a web page the agent fetches."),
+    Channel("tool_return", "The attack is inside what a tool returns."),
+    Channel("memory_entry", "The attack is inside an entry of the agent's memory."),
+)
+
+
+def _outcome(stage: str) -> dict[str, str]:
+    return {"$ref": f"{RESULT_ROW_SCHEMA}#/$defs/{stage}"}
+
+
+def _runner(stage: str) -> Callable[[Any], Awaitable[None]]:
+    """``assay.engine.stages.<stage>.run_<stage>``, imported when a run first calls it (loading plugins, as every
+    command does, stays cheap)."""
+
+    async def run(context: Any) -> None:
+        module = importlib.import_module(f"assay.engine.stages.{stage}")
+        await getattr(module, f"run_{stage}")(context)
+
+    run.__qualname__ = run.__name__ = f"run_{stage}"
+    return run
+
+
+STAGES = (
+    Stage(
+        "semantic",
+        "The agent's answer, labelled by the run's judge (CoreFail, defense behavior, safety score).",
+        kinds=("attack", "benign"),
+        outcome_schema=_outcome("semantic"),
+        run=_runner("semantic"),
+    ),
+    Stage(
+        "audit",
+        "Harm evidence in a CoreFail row's response and trace (text, access, action, persistence).",
+        kinds=("attack",),
+        outcome_schema=_outcome("audit"),
+        run=_runner("audit"),
+        needs=("semantic",),
+    ),
+    Stage(
+        "exec",
+        "The agent's tool calls replayed in a sandbox; oracles decide observed harm and benign utility.",
+        kinds=("attack", "benign"),
+        outcome_schema=_outcome("exec"),
+        run=_runner("exec"),
+    ),
+    Stage(
+        "trajectory",
+        "A multi-turn task in a sandbox, scored on success, grounding and unsafe actions.",
+        kinds=("trajectory",),
+        outcome_schema=_outcome("trajectory"),
+        run=_runner("trajectory"),
+    ),
+    Stage(
+        "permission",
+        "A proposed permission policy, scored against the task's needs and enforced on an execution.",
+        kinds=("permission",),
+        outcome_schema=_outcome("permission"),
+        run=_runner("permission"),
+    ),
+)
+
+
+@hookimpl
+def register_case_kinds(register: Register) -> None:
+    """Register the spec's case kinds."""
+    for kind in CASE_KINDS:
+        register(kind)
+
+
+@hookimpl
+def register_channels(register: Register) -> None:
+    """Register the spec's injection channels."""
+    for channel in CHANNELS:
+        register(channel)
+
+
+@hookimpl
+def register_stages(register: Register) -> None:
+    """Register the five built-in stages."""
+    for stage in STAGES:
+        register(stage)
