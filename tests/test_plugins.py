@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import inspect
 import types
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -261,7 +262,8 @@ def _stage(name, kinds=("attack",), needs=()):
     async def run(context):
         context.row["stages"][name] = {"produced_by": {"kind": "rule", "name": name, "version": "1"}}
 
-    return Stage(name, f"The {name} stage.", kinds=kinds, outcome_schema={"type": "object"}, run=run, needs=needs)
+    schema = {"$id": f"https://plugins.example/{name}.schema.json", "type": "object"}
+    return Stage(name, f"The {name} stage.", kinds=kinds, outcome_schema=schema, run=run, needs=needs)
 
 
 class _StagePlugin:
@@ -333,6 +335,23 @@ def test_a_stage_naming_what_nobody_registers_or_needing_in_a_circle_is_refused(
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     with pytest.raises(PluginError, match=message):
         host.register(_StagePlugin(stages=stages), "stages-plugin")
+
+
+@pytest.mark.parametrize(
+    ("stage", "message"),
+    [
+        (_stage("conversation"), "the stage 'conversation': a name the spec does not define must be an extension"),
+        (replace(_stage("x-a.one"), outcome_schema={"type": "object"}), "cannot be used: it has no \\$id"),
+        (
+            replace(_stage("x-a.one"), outcome_schema={"$id": "https://x.example/s", "type": "nonesuch"}),
+            "cannot be used: not a valid JSON Schema",
+        ),
+    ],
+)
+def test_a_plugin_stage_needs_an_extension_name_and_a_usable_outcome_schema(stage, message):
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    with pytest.raises(PluginError, match=message):
+        host.register(_StagePlugin(stages=[stage]), "stages-plugin")
 
 
 def test_stages_run_in_the_spec_order_then_by_name_each_after_what_it_needs():

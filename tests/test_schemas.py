@@ -33,7 +33,8 @@ def test_every_document_carries_spec_version(name):
 def test_fourteen_failure_labels_and_five_channels():
     defs = spec_schemas(1).schema("defs")["$defs"]
     assert len(defs["failure_label"]["enum"]) == 14
-    assert defs["channel"]["enum"] == ["user_turn", "document", "web_page", "tool_return", "memory_entry"]
+    assert defs["channel"]["anyOf"][0]["enum"] == ["user_turn", "document", "web_page", "tool_return", "memory_entry"]
+    assert defs["channel"]["anyOf"][1] == {"$ref": "#/$defs/extension_name"}  # a plugin's channels (spec 1.1)
     assert defs["audit_outcome"]["enum"] == [
         "HarmEvidence",
         "SemanticOnly",
@@ -78,6 +79,7 @@ def test_the_spec_vocabularies_the_engine_knows_are_the_schemas_enums():
     case = json.loads((spec_dir() / "v1" / "case.schema.json").read_text())
     defs = json.loads((spec_dir() / "v1" / "defs.schema.json").read_text())
     row = json.loads((spec_dir() / "v1" / "result_row.schema.json").read_text())
-    assert tuple(case["properties"]["kind"]["enum"]) == CASE_KINDS
-    assert tuple(defs["$defs"]["channel"]["enum"]) == CHANNELS
+    assert tuple(case["properties"]["kind"]["anyOf"][0]["enum"]) == CASE_KINDS
+    assert tuple(defs["$defs"]["channel"]["anyOf"][0]["enum"]) == CHANNELS
+    assert tuple(defs["$defs"]["stage_name"]["anyOf"][0]["enum"]) == STAGES
     assert tuple(row["properties"]["stages"]["properties"]) == STAGES

@@ -210,9 +210,33 @@ def _component_name(kind: str, component: Any, plugin: str) -> str:
 def _reference_problems(registry: Registry) -> list[str]:
     """Every family and stage naming a case kind, stage or channel that no plugin registered, or a stage that
     needs what cannot run before it: one line each, naming the plugin."""
+    from .errors import SpecError
+    from .extensions import is_extension_name, outcome_schema
+    from .schemas import CASE_KINDS, CHANNELS, STAGES
+
     problems = []
     kinds, stages = set(registry.names("case_kinds")), registry.items("stages")
     channels = set(registry.names("channels"))
+    for kind, spec_names in (("case_kinds", CASE_KINDS), ("channels", CHANNELS), ("stages", STAGES)):
+        for registration in registry.registrations(kind):
+            if registration.name not in spec_names and not is_extension_name(registration.name):
+                problems.append(
+                    f"plugin {registration.plugin!r} registered the {singular(kind)} {registration.name!r}: a name "
+                    f"the spec does not define must be an extension name, x-<namespace>.<name>"
+                )
+    for registration in registry.registrations("stages"):
+        schema = registration.component.outcome_schema
+        if registration.name in STAGES:
+            continue
+        try:
+            if not isinstance(schema, Mapping) or not isinstance(schema.get("$id"), str):
+                raise SpecError("it has no $id (runs record it by $id and digest)")
+            outcome_schema(schema)
+        except SpecError as exc:
+            problems.append(
+                f"plugin {registration.plugin!r} registered stage {registration.name!r} whose outcome schema "
+                f"cannot be used: {exc}"
+            )
     for registration in registry.registrations("stages"):
         stage = registration.component
         for what, values, known in (("case kind", stage.kinds, kinds), ("stage", stage.needs, set(stages))):

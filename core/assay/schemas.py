@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CASE_KINDS",
     "CHANNELS",
+    "CompiledSchema",
     "DOCUMENT_NAMES",
     "STAGES",
     "SUPPORTED_MAJORS",
@@ -197,6 +198,37 @@ class SpecSchemas:
     def documents(self) -> Iterator[str]:
         """Names of the document schemas."""
         return iter(DOCUMENT_NAMES)
+
+    def compile(self, schema: Mapping[str, Any]) -> CompiledSchema:
+        """A plugin's schema (a stage's outcome schema, say), compiled with this version's schemas in reach of its
+        ``$ref``s. Raises :class:`~assay.errors.SpecError` when it is not a valid JSON Schema (draft 2020-12)."""
+        import jsonschema
+        import jsonschema_rs
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+            fast = jsonschema_rs.Draft202012Validator(dict(schema), registry=self._rs_registry)
+        except (jsonschema.SchemaError, ValueError) as exc:
+            raise SpecError(f"not a valid JSON Schema: {str(exc).splitlines()[0]}") from None
+        return CompiledSchema(fast, jsonschema.Draft202012Validator(schema, registry=self.registry))
+
+
+class CompiledSchema:
+    """A compiled schema outside the spec's documents: a fast verdict, and the violations explained."""
+
+    def __init__(self, fast: jsonschema_rs.Validator, explainer: jsonschema.Draft202012Validator) -> None:
+        self._fast, self._explainer = fast, explainer
+
+    def is_valid(self, document: Any) -> bool:
+        """Fast yes/no validation."""
+        return bool(self._fast.is_valid(document))
+
+    def violations(self, document: Any) -> list[SchemaViolation]:
+        """Every violation, most relevant first; empty when the document is valid."""
+        if self._fast.is_valid(document):
+            return []
+        errors = sorted(self._explainer.iter_errors(document), key=_relevance, reverse=True)
+        return [SpecSchemas._describe(error) for error in errors] or [SchemaViolation("", "invalid", "")]
 
 
 @functools.cache

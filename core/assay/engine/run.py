@@ -25,6 +25,7 @@ from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes
 from ..components import Executor, MetricContext
 from ..errors import PackError, UsageError
 from ..executors.local import LocalExecutor
+from ..extensions import stage_schemas
 from ..hashing import digest_document
 from ..packs import Pack, find_manifest
 from ..permissions.jail import landlock_available
@@ -186,6 +187,8 @@ def _run_manifest(
         },
         "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
         "plan": plan.to_json(),
+        # Only a run planning a plugin's stage has the member: every other manifest stays as spec 1.0 wrote it.
+        **({"stage_schemas": extensions} if (extensions := stage_schemas(host.registry, plan.stages)) else {}),
         "plugins": host.describe(),
         "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
         "judges": [runtime.judge.describe(stage) for stage in judged],

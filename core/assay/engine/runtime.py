@@ -18,7 +18,7 @@ from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Orac
 from ..errors import PackError, UsageError
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
-from ..schemas import CURRENT_SPEC_VERSION, SUPPORTED_MAJORS, spec_schemas
+from ..schemas import CURRENT_SPEC_VERSION, STAGES, SUPPORTED_MAJORS, spec_schemas
 from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
@@ -225,7 +225,7 @@ class Runtime:
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
         row: dict[str, Any] = withhold(ctx.row, ctx.policy)
-        _check_row(row)
+        _check_row(row, self._stages)
         return row
 
     async def aclose(self) -> None:
@@ -242,11 +242,24 @@ class Runtime:
             self._cache.close()
 
 
-def _check_row(row: Mapping[str, Any]) -> None:
-    """Refuse to write a row the spec refuses: a plugin (a judge, a sandbox) that returns what the result row
-    schema does not allow stops the run in one line, instead of leaving a bundle its own validator rejects."""
+def _check_row(row: Mapping[str, Any], stages: Mapping[str, Stage]) -> None:
+    """Refuse to write a row the spec refuses: a plugin (a judge, a sandbox, a stage) that returns what the result
+    row schema, or a stage's own outcome schema, does not allow stops the run in one line, instead of leaving a
+    bundle its own validator rejects."""
+    from ..extensions import outcome_schema
+
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
     if schemas.is_valid("result_row", row):
+        for name, outcome in row["stages"].items():
+            if name in STAGES:
+                continue
+            violations = outcome_schema(stages[name].outcome_schema).violations(outcome)
+            if violations:
+                pointer = f"/stages/{name}{violations[0].pointer}"
+                raise UsageError(
+                    f"stage {name} gave case {row['key']['case_id']} an outcome its own schema refuses ({pointer}: "
+                    f"{violations[0].message}); fix the plugin that registers it (see 'assay plugins'), then run again"
+                )
         return
     violation = schemas.violations("result_row", row)[0]
     raise UsageError(

@@ -23,7 +23,7 @@ from ..documents import SourceDocument
 from ..hashing import digest_document, digest_file
 from ..packs import Pack
 from ..plugins import Registry
-from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
+from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_schemas
 from ..signing import SIGNATURE_FILE
 from ..summary import compare_claims, compute_metrics, members_read
 from ._common import check_schema, get, read_document, safe_child
@@ -317,6 +317,7 @@ def _check_contents(
         _check_sampling(plan, case_index, registry, run_doc, name(run_rel), report)
     _check_run_references(run, run_doc, name(run_rel), registry, report)
     check_provenance(run, run_doc, name(run_rel), registry, report, used_components(run))
+    outcome_checks = _extension_stages(run, run_doc, name(run_rel), registry, report)
 
     # ------------------------------------------------------------ rows
     rows_rel = manifest["rows"]["path"]
@@ -340,7 +341,9 @@ def _check_contents(
     # re-derivation reads its rows again, whole): most of a row is its transcript, which the metrics never read.
     keep = members_read(registry) if rederiving is not None and rederiving.forked and not replay else None
     try:
-        rows = _check_rows(rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, keep)
+        rows = _check_rows(
+            rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, keep, outcome_checks
+        )
         if rows is None:
             return
         if replay and pack is not None and case_of is not None:
@@ -519,6 +522,70 @@ def _check_sampling(
         line=run_doc.line_of("/plan/cases"),
         pointer="/plan/cases",
     )
+
+
+def _extension_stages(
+    run: dict[str, Any], run_doc: SourceDocument, name: str, registry: Registry, report: Report
+) -> dict[str, CompiledSchema]:
+    """The outcome schema of each plugin stage the run planned, as registered here and recorded by the run.
+
+    A planned stage the run recorded no schema for, a stage whose plugin is
+    not installed here (the finding names the distribution to install) and
+    an installed plugin whose schema differs from the one the run recorded
+    are findings; their rows' outcomes are then not checked one by one.
+    """
+    from ..extensions import outcome_schema
+
+    recorded = run.get("stage_schemas", {})
+    checks: dict[str, CompiledSchema] = {}
+    for position, stage in enumerate(run["plan"]["stages"]):
+        if stage in STAGES:
+            continue
+        entry = recorded.get(stage)
+        if entry is None:
+            pointer = f"/plan/stages/{position}"
+            report.add(
+                name,
+                f"planned stage {stage!r} has no entry in stage_schemas, so its outcomes cannot be checked",
+                rank=Rank.INTEGRITY,
+                code="stage-schema-missing",
+                line=run_doc.line_of(pointer),
+                pointer=pointer,
+            )
+            continue
+        pointer = f"/stage_schemas/{stage}"
+        installed = registry.registration("stages", stage)
+        wanted = f"{entry['distribution']}=={entry['version']}" if entry["distribution"] else None
+        if installed is None:
+            hint = (
+                f"install it (pip install '{wanted}') and validate again"
+                if wanted
+                else "it was registered in-process by no distribution, so only its author can validate this bundle"
+            )
+            report.add(
+                name,
+                f"stage {stage!r} comes from a plugin that is not installed here: {hint}",
+                rank=Rank.REFERENCE,
+                code="unknown-stage",
+                line=run_doc.line_of(pointer),
+                pointer=pointer,
+            )
+            continue
+        digest = digest_document(installed.component.outcome_schema)
+        if digest != entry["digest"]:
+            have = f"{installed.distribution} {installed.version}" if installed.distribution else "the installed plugin"
+            report.add(
+                name,
+                f"stage {stage!r}: {have} registers the outcome schema {digest}, the run recorded {entry['digest']}"
+                + (f"; install the version the run used (pip install '{wanted}')" if wanted else ""),
+                rank=Rank.INTEGRITY,
+                code="stage-schema-digest",
+                line=run_doc.line_of(pointer + "/digest"),
+                pointer=pointer + "/digest",
+            )
+            continue
+        checks[stage] = outcome_schema(installed.component.outcome_schema)
+    return checks
 
 
 def _check_run_references(
@@ -711,12 +778,15 @@ def _check_rows(
     lines: list[int] | None = None,
     offsets: list[int] | None = None,
     keep: frozenset[str] | None = None,
+    outcome_checks: Mapping[str, CompiledSchema] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded).
 
     ``lines`` and ``offsets`` receive the line number and byte offset of each
     returned row. With ``keep``, a returned row holds only those members (what
     the metrics read): the rest of a large bundle is let go as it is read.
+    ``outcome_checks`` are the outcome schemas of the plugins' stages the run
+    planned (see :func:`_extension_stages`).
     """
     plan = run["plan"]
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
@@ -839,6 +909,13 @@ def _check_rows(
                 "unplanned-stage",
                 counts,
             )
+        if outcome_checks:
+            for stage_name in outcome_checks.keys() & row_stages.keys():
+                violations = outcome_checks[stage_name].violations(row_stages[stage_name])
+                if violations:
+                    pointer = f"/stages/{stage_name}{violations[0].pointer}"
+                    message = f"{violations[0].message} (the outcome schema stage {stage_name} registered)"
+                    _row_error(report, file, number, pointer, message, Rank.SCHEMA, "stage-schema", counts)
         semantic, audit = row_stages.get("semantic"), row_stages.get("audit")
         if semantic is not None and audit is not None and audit["selected"] != (semantic["core_fail"] is True):
             _row_error(
