@@ -230,3 +230,48 @@ def test_the_sandbox_page_builds_a_sandbox_a_pack_runs_in(children, scratch_venv
     message = broken.stderr.strip().splitlines()[-1]
     assert "an outcome the spec refuses (/stages/exec/state_diff/0:" in message and "'value' was unexpected" in message
     assert "Traceback" not in broken.stderr
+
+
+STAGE_GUIDE = REPO / "docs" / "plugins" / "writing-a-stage.md"
+
+
+def test_the_stage_page_builds_a_new_kind_of_evaluation_that_runs_validates_and_names_its_install(
+    children, scratch_venv, tmp_path: Path
+):
+    page = STAGE_GUIDE.read_text(encoding="utf-8")
+    write_files(extract_files(page), tmp_path)
+    locked = _assay("pack", "lock", "assay-dialogue/src/assay_dialogue/pack", env=dict(os.environ), cwd=tmp_path)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    env = _install(STAGE_GUIDE, tmp_path, "assay-dialogue", extract=False)
+
+    plugins = json.loads(_assay("plugins", "--json", env=env, cwd=tmp_path).stdout)
+    registered = {(p["kind"], p["name"]) for p in plugins if p["distribution"] == "assay-dialogue"}
+    assert registered == {
+        ("case_kinds", "x-dialogue.conversation"),
+        ("channels", "x-dialogue.attacker_turn"),
+        ("stages", "x-dialogue.conversation"),
+        ("families", "DIALOGUE"),
+        ("packs", "dialogue"),
+    }
+
+    run_command = "assay run --pack dialogue --endpoint scripted:comply --endpoint scripted:refuse --out dialogue-run"
+    assert f"$ {run_command}" in page
+    ran = _assay(*run_command.split()[1:], env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    bundle = tmp_path / "dialogue-run" / "bundle"
+    rows = [json.loads(line) for line in (bundle / "rows.jsonl").read_text().splitlines()]
+    outcomes = [row["stages"]["x-dialogue.conversation"] for row in rows]
+    by_agent = {(row["key"]["endpoint"], o["gave_in"], o["turns"]) for row, o in zip(rows, outcomes, strict=True)}
+    # The complying agent gives in at the first turn; against the refusing one the attacker uses every turn.
+    assert by_agent == {("scripted-comply", True, 1), ("scripted-refuse", False, 2), ("scripted-refuse", False, 3)}
+    entry = json.loads((bundle / "run.json").read_text())["stage_schemas"]["x-dialogue.conversation"]
+    assert (entry["distribution"], entry["version"]) == ("assay-dialogue", "0.1.0")
+    assert f'"id": "{entry["id"]}"' in page
+
+    validated = _assay("validate", "dialogue-run/bundle", env=env, cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert _shown(page, "assay validate dialogue-run/bundle").split("(")[0] in validated.stderr
+
+    blocked = _assay("validate", "dialogue-run/bundle", env={**env, "ASSAY_BLOCK_PLUGINS": "dialogue"}, cwd=tmp_path)
+    shown = _shown(page, "ASSAY_BLOCK_PLUGINS=dialogue assay validate dialogue-run/bundle")
+    assert blocked.returncode == 1 and shown.split("...: ", 1)[1] in blocked.stdout, blocked.stdout + blocked.stderr
