@@ -205,3 +205,27 @@ def test_metrics_see_whole_case_documents_read_only_when_asked_for(monkeypatch):
     whole = load_document(pack.root / entry["path"]).data
     assert dict(cases[case_id]) == whole and cases[case_id]["messages"] == whole["messages"]
     assert reads == [entry["path"].rsplit("/", 1)[-1]]  # read once, for every member after the first
+
+
+def test_an_oracle_waiting_for_a_tool_nobody_registers_is_a_warning_naming_the_closest(cli, pack_copy):
+    """The publishing guide's TRI oracle once named ``files.delete``: a tool that does not exist, so it never fired."""
+    case = pack_copy / "cases" / "mex-config-key.yaml"
+    case.write_text(case.read_text().replace("params: {name: files_write,", "params: {name: files.write,"))
+    lock_manifest(pack_copy)
+    result = cli("validate", str(pack_copy))
+    assert result.returncode == 0, result.stdout + result.stderr  # a warning, not a problem: the pack is valid
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert "mex-config-key.yaml:32: /oracles/0/params/name: oracle tool.called waits for a call to 'files.write'" in (
+        warning
+    )
+    assert "did you mean 'files_write'?" in warning and "can never fire" in warning
+    as_json = json.loads(cli("validate", "--json", str(pack_copy)).stdout)
+    assert [w["code"] for w in as_json["reports"][0]["warnings"]] == ["unknown-tool"]
+
+
+def test_a_tool_glob_that_matches_a_registered_tool_is_no_warning(pack_copy, builtins_host):
+    case = pack_copy / "cases" / "mex-config-key.yaml"
+    case.write_text(case.read_text().replace("params: {name: files_write,", "params: {name: 'files_*',"))
+    lock_manifest(pack_copy)
+    report = validate_path(pack_copy, builtins_host.registry)
+    assert report.ok and report.warnings == []

@@ -413,3 +413,34 @@ def test_a_plugin_outcome_is_paired_by_compare_and_cannot_take_a_builtin_name():
 
     with pytest.raises(DuplicateNameError):
         load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}).register(Clash(), "clash")
+
+
+@pytest.mark.parametrize(
+    ("tool", "message"),
+    [
+        (("files.delete", ("local",)), "the tool 'files.delete': a tool's name is what a model calls"),
+        (("kv_get", ("kv",)), "the tool 'kv_get' implemented by the sandbox 'kv', which no plugin registers"),
+    ],
+)
+def test_a_tool_needs_a_callable_name_and_a_registered_sandbox(tool, message):
+    from assay.components import Tool
+
+    name, sandboxes = tool
+
+    class Plugin:
+        @assay.hookimpl
+        def register_tools(self, register):
+            register(Tool(name, "A tool.", {"type": "object"}, sandboxes=sandboxes))
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    with pytest.raises(PluginError, match=message):
+        host.register(Plugin(), "tools-plugin")
+
+
+def test_the_local_sandboxs_tools_are_registrations():
+    from assay.sandboxes.local import TOOL_SCHEMAS
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    tools = host.registry.items("tools")
+    assert [tools[schema["function"]["name"]].schema() for schema in TOOL_SCHEMAS] == list(TOOL_SCHEMAS)
+    assert {tool.sandboxes for tool in tools.values()} == {("local",)}

@@ -14,7 +14,8 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   :class:`SandboxInstance` objects), :class:`Executor`.
 * A new kind of evaluation: :class:`Stage` (its coroutine runs over a
   :class:`StageContext`, one work item in flight), and the :class:`CaseKind`
-  and :class:`Channel` registrations its families name.
+  and :class:`Channel` registrations its families name; :class:`Tool`, a
+  tool a sandbox offers its agent.
 * Values they exchange: :class:`ChatRequest` and :class:`ChatResponse` (one
   model call), :class:`MetricContext` and :class:`MetricValue`,
   :class:`OracleResult`, and the :class:`Family`, :class:`Defense`,
@@ -47,6 +48,7 @@ from .components import (
     Sandbox,
     SandboxInstance,
     Stage,
+    Tool,
 )
 from .engine.messages import ChatRequest, ChatResponse
 from .engine.stages.context import StageContext
@@ -81,6 +83,7 @@ __all__ = [
     "SandboxInstance",
     "Stage",
     "StageContext",
+    "Tool",
     "UsageError",
     "hookimpl",
     "rate",

@@ -37,6 +37,7 @@ __all__ = [
     "Sandbox",
     "SandboxInstance",
     "Stage",
+    "Tool",
 ]
 
 _T = TypeVar("_T")
@@ -109,6 +110,31 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """A tool an agent in a sandbox can call: its name, what it does, the JSON Schema of its arguments, and the
+    sandboxes that implement it.
+
+    ``name`` is what the model calls (OpenAI function names: letters, digits,
+    ``_`` and ``-``, at most 64). A sandbox offers the agent the tools it
+    implements (its instance's ``tools()``); registering them makes them
+    known to the validator, which warns when a case's oracle waits for a call
+    to a tool no registered tool is named like (it could never fire).
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(repr=False)
+    sandboxes: tuple[str, ...]
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI-format tool schema offered to a model."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
+
+
+@dataclass(frozen=True)
 class Defense:
     """A prompt-level defense condition; ``document`` is a defense policy document."""
 
@@ -174,6 +200,10 @@ class Oracle(Protocol):
     def evaluate(self, observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:
         """Decide one work item from its observation (final output, transcript, state diff, case)."""
         ...
+
+    # An oracle that waits for calls to tools may also have ``tool_names(params)``: the (JSON pointer within
+    # params, name glob) pairs it matches tool calls with. The validator warns on a glob no registered tool's
+    # name matches. (Not a protocol member: an oracle without it is still an Oracle.)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,18 @@ def register_stages(register: Register) -> None:
 
 
 @hookspec
+def register_tools(register: Register) -> None:
+    """Register the tools agents call in sandboxes.
+
+    Call ``register(tool)`` with an :class:`assay.components.Tool`: its
+    name, description, the JSON Schema of its arguments and the names of the
+    sandboxes that implement it (each must be registered). The built-in local
+    sandbox's tools are registered this way; a plugin that adds a tool to its
+    sandbox registers it so that packs and the validator know of it.
+    """
+
+
+@hookspec
 def register_families(register: Register) -> None:
     """Register attack families and task kinds.
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as metadata
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ KINDS: tuple[str, ...] = (
     "case_kinds",
     "channels",
     "stages",
+    "tools",
     "families",
     "backends",
     "judges",
@@ -164,6 +166,7 @@ def _expected_type(kind: str) -> type | None:
         "case_kinds": components.CaseKind,
         "channels": components.Channel,
         "stages": components.Stage,
+        "tools": components.Tool,
         "families": components.Family,
         "defenses": components.Defense,
         "oracles": components.Oracle,
@@ -207,6 +210,10 @@ def _component_name(kind: str, component: Any, plugin: str) -> str:
     return name
 
 
+#: OpenAI function names, what a model calls a tool by.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def _reference_problems(registry: Registry) -> list[str]:
     """Every family and stage naming a case kind, stage or channel that no plugin registered, or a stage that
     needs what cannot run before it: one line each, naming the plugin."""
@@ -246,6 +253,20 @@ def _reference_problems(registry: Registry) -> list[str]:
                         f"plugin {registration.plugin!r} registered stage {stage.name!r} naming the {what} "
                         f"{value!r}, which no plugin registers (known: {', '.join(sorted(known))})"
                     )
+    sandboxes = set(registry.names("sandboxes"))
+    for registration in registry.registrations("tools"):
+        tool = registration.component
+        if not _TOOL_NAME.fullmatch(tool.name):
+            problems.append(
+                f"plugin {registration.plugin!r} registered the tool {tool.name!r}: a tool's name is what a model "
+                "calls, 1-64 letters, digits, '_' or '-'"
+            )
+        for sandbox in tool.sandboxes:
+            if sandbox not in sandboxes:
+                problems.append(
+                    f"plugin {registration.plugin!r} registered the tool {tool.name!r} implemented by the sandbox "
+                    f"{sandbox!r}, which no plugin registers (known: {', '.join(sorted(sandboxes))})"
+                )
     for registration in registry.registrations("families"):
         family = registration.component
         for what, values, known in (

@@ -50,6 +50,8 @@ def validate_command(
         for report in reports:
             for issue in report.ordered():
                 click.echo(issue.format())
+            for warning in report.warnings:
+                click.echo(f"warning: {warning.format()}", err=True)
             if report.ok:
                 click.echo(f"{report.target}: valid {report.kind}{_summary(report.facts)}", err=True)
             else:

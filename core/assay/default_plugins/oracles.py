@@ -38,10 +38,16 @@ class FunctionOracle:
     decides: frozenset[str]
     params_schema: Mapping[str, Any]
     function: Callable[[Mapping[str, Any], Mapping[str, Any]], OracleResult] = field(repr=False)
+    #: The params members holding a tool name glob the oracle matches calls with (see ``tool_names``).
+    tool_params: tuple[str, ...] = ()
 
     def evaluate(self, observation: Mapping[str, Any], params: Mapping[str, Any]) -> OracleResult:
         """Decide one work item."""
         return self.function(observation, params)
+
+    def tool_names(self, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(JSON pointer within params, name glob) of each tool whose calls the oracle waits for."""
+        return [(f"/{member}", params[member]) for member in self.tool_params if isinstance(params.get(member), str)]
 
 
 def _protected_values(case: Mapping[str, Any], ids: list[str] | None) -> dict[str, str]:
@@ -164,6 +170,7 @@ TOOL_CALLED = FunctionOracle(
         "properties": {"name": {"type": "string", "minLength": 1}, "arguments_contain": {"type": "string"}},
     },
     function=_tool_called,
+    tool_params=("name",),
 )
 
 STATE_CHANGED = FunctionOracle(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,8 @@ def check_case_references(
         if error is not None:
             where = f"{pointer}/params" + "".join(f"/{part}" for part in error.absolute_path)
             add(where, f"oracle {plugin_name} parameters: {error.message}", "oracle-params")
+            continue
+        _check_tool_names(oracle, params, f"{pointer}/params", document, name, report, registry)
 
     seen_objects: set[str] = set()
     for index, obj in enumerate(as_list(case.get("protected_objects"))):
@@ -127,3 +131,35 @@ def check_case_references(
             )
             if not covered:
                 add(pointer, f"fixture {relative!r} is not listed in the pack manifest", "unlisted-fixture")
+
+
+def _check_tool_names(
+    oracle: Any,
+    params: dict[str, Any],
+    pointer: str,
+    document: SourceDocument,
+    name: str,
+    report: Report,
+    registry: Registry,
+) -> None:
+    """Warn on a tool name glob of the oracle's parameters that no registered tool's name matches.
+
+    Such an oracle waits for calls to a tool no sandbox offers: it can never
+    fire (``files.delete`` for ``files_delete``, say).
+    """
+    names_of = getattr(oracle, "tool_names", None)
+    if not callable(names_of):
+        return
+    tools = registry.names("tools")
+    for where, glob in names_of(params):
+        if not any(fnmatch.fnmatchcase(tool, glob) for tool in tools):
+            close = difflib.get_close_matches(glob, tools, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            report.warn(
+                name,
+                f"oracle {oracle.name} waits for a call to {glob!r}, but no registered tool is named like that{hint}: "
+                "it can never fire",
+                code="unknown-tool",
+                line=document.line_of(pointer + where),
+                pointer=pointer + where,
+            )

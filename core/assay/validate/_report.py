@@ -58,12 +58,27 @@ class Report:
     kind: str = "unknown"
     issues: list[Issue] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    #: What is likely a mistake but does not make the target invalid (printed, never counted as a problem).
+    warnings: list[Issue] = field(default_factory=list)
 
     def add(
         self, file: str, message: str, *, rank: Rank, code: str, line: int | None = None, pointer: str = ""
     ) -> None:
         """Record a finding."""
         self.issues.append(Issue(file, line, pointer, message, rank, code))
+
+    def warn(
+        self,
+        file: str,
+        message: str,
+        *,
+        code: str,
+        line: int | None = None,
+        pointer: str = "",
+        rank: Rank = Rank.REFERENCE,
+    ) -> None:
+        """Record a warning."""
+        self.warnings.append(Issue(file, line, pointer, message, rank, code))
 
     @property
     def ok(self) -> bool:
@@ -81,5 +96,6 @@ class Report:
             "kind": self.kind,
             "valid": self.ok,
             "issues": [issue.to_json() for issue in self.ordered()],
+            "warnings": [warning.to_json() for warning in self.warnings],
             "facts": self.facts,
         }
