@@ -21,6 +21,8 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   :class:`OracleResult`, and the :class:`Family`, :class:`Defense`,
   :class:`Outcome` (a paired outcome for ``assay compare``) and :class:`Pack`
   registrations.
+* A report's main tables: :class:`ReportSection` (a registration), built
+  over a :class:`ReportPanel` into :class:`MainSection` and :class:`Table`.
 * Statistics a metric reports with: :func:`rate` and :func:`wilson_interval`
   (the helpers the built-in metrics use).
 * Errors: :class:`BackendError` (a model call failed for good),
@@ -28,6 +30,8 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .components import (
     Backend,
@@ -45,6 +49,7 @@ from .components import (
     Oracle,
     OracleResult,
     Outcome,
+    ReportSection,
     Sandbox,
     SandboxInstance,
     Stage,
@@ -56,6 +61,23 @@ from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
 from .packs import Pack
 from .stats import rate, wilson_interval
+
+if TYPE_CHECKING:
+    from .reports._model import MainSection, Table
+    from .reports.panel import ReportPanel
+
+#: Names imported when first used: the report types pull in the report machinery, which loading a plugin (every
+#: command does) need not.
+_LAZY = {"MainSection": "reports._model", "Table": "reports._model", "ReportPanel": "reports.panel"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__package__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Backend",
@@ -70,6 +92,7 @@ __all__ = [
     "Family",
     "Judge",
     "JudgeInstance",
+    "MainSection",
     "Metric",
     "MetricContext",
     "MetricValue",
@@ -79,10 +102,13 @@ __all__ = [
     "Pack",
     "PluginError",
     "Register",
+    "ReportPanel",
+    "ReportSection",
     "Sandbox",
     "SandboxInstance",
     "Stage",
     "StageContext",
+    "Table",
     "Tool",
     "UsageError",
     "hookimpl",

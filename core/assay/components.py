@@ -34,6 +34,7 @@ __all__ = [
     "Oracle",
     "OracleResult",
     "Outcome",
+    "ReportSection",
     "Sandbox",
     "SandboxInstance",
     "Stage",
@@ -132,6 +133,22 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
         }
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """One of the main tables of ``assay report``: built from a bundle's recomputed metric values.
+
+    ``build(panel)`` gets an :class:`assay.api.ReportPanel` and returns an
+    :class:`assay.api.MainSection`, several, or None where the bundle has
+    nothing for it (its stage did not run, say). Sections are shown in
+    ``order``, then by name; the built-in ones take 10 to 60.
+    """
+
+    name: str
+    description: str
+    build: Callable[[Any], Any] = field(repr=False)
+    order: int = 100
 
 
 @dataclass(frozen=True)

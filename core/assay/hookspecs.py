@@ -171,6 +171,18 @@ def register_outcomes(register: Register) -> None:
 
 
 @hookspec
+def register_report_sections(register: Register) -> None:
+    """Register main tables of ``assay report``.
+
+    Call ``register(section)`` with an :class:`assay.components.ReportSection`:
+    a name, a description, ``build(panel)`` over an :class:`assay.api.ReportPanel`
+    (the recomputed metric values by metric and group) returning the section's
+    tables, and an ``order``. A design that adds a stage registers the tables
+    its metrics make.
+    """
+
+
+@hookspec
 def register_commands(register: Register) -> None:
     """Register CLI commands.
 

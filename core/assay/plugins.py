@@ -61,6 +61,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "assay.default_plugins.executors",
     "assay.default_plugins.sandboxes",
     "assay.default_plugins.outcomes",
+    "assay.default_plugins.reports",
     "assay.default_plugins.commands",
 )
 
@@ -80,6 +81,7 @@ KINDS: tuple[str, ...] = (
     "defenses",
     "executors",
     "outcomes",
+    "report_sections",
     "commands",
 )
 
@@ -176,6 +178,7 @@ def _expected_type(kind: str) -> type | None:
         "sandboxes": components.Sandbox,
         "executors": components.Executor,
         "outcomes": components.Outcome,
+        "report_sections": components.ReportSection,
     }.get(kind)
 
 

@@ -63,6 +63,7 @@ class ReportData:
     metrics: Mapping[str, Any]
     families: str
     differences: Sequence[str] = field(default_factory=tuple)
+    sections: Mapping[str, Any] = field(default_factory=dict)  # the registered report sections, by name
 
     @property
     def reproduced(self) -> bool:
@@ -240,4 +241,5 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
                 f"{bundle.label}: metric {name} cannot be recomputed: {type(exc).__name__}: {exc}"
             ) from exc
     differences = claim_differences(bundle.claims, values, set(metrics))
-    return ReportData(bundle, tuple(values), metrics, families, tuple(differences))
+    sections = registry.items("report_sections")
+    return ReportData(bundle, tuple(values), metrics, families, tuple(differences), sections)

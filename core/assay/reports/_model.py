@@ -395,7 +395,7 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
         by_stage.setdefault(stage, []).append(_section(name, metric, by_metric[name], scripted))
     stages = tuple(StageSection(stage, tuple(by_stage[stage])) for stage in sorted(by_stage, key=_stage_key))
     # Imported here: the main tables build on this module's types, so a top-level import would be circular.
-    from ._tables import main_sections
+    from .panel import main_sections
 
     main = main_sections(data, by_metric, scripted)
     pack = data.bundle.pack

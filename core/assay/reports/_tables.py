@@ -23,12 +23,11 @@ from typing import Any
 
 from ..components import MetricValue
 from ..default_plugins.metrics import BASELINE_CONDITION, EVIDENCE_FLAGS
-from ..stats import rate, wilson_interval
-from ._load import ReportData
-from ._model import FigurePoint, MainSection, Table, _label, percent_cell
-from ._permission_tables import permission_sections
+from ..stats import rate
+from ._model import MainSection, Table
+from .panel import ReportPanel
 
-__all__ = ["main_sections"]
+__all__ = ["audit_section", "core_exec_join_section", "core_fail_section", "exec_section", "mcnemar_section"]
 
 _FLAG_NAMES = dict(zip(EVIDENCE_FLAGS, ("TextHarm", "AccessHarm", "ActionHarm", "PersistHarm"), strict=True))
 #: Outcomes shown only when some row of the table has them (the design omits all-zero NotObservable).
@@ -42,13 +41,6 @@ _EXEC_TABLES = (
 _MCNEMAR = (("semantic.mcnemar_vs_d0", "CoreFail"), ("exec.mcnemar_vs_d0", "ObservedHarm@Exec"))
 
 
-def _order(planned: Iterable[Any], seen: Iterable[Any]) -> list[Any]:
-    """The plan's order for what it names, then anything else seen, sorted."""
-    present = set(seen)
-    first = [item for item in dict.fromkeys(planned) if item in present]
-    return first + sorted(present - set(first), key=str)
-
-
 def _share(k: int, n: int) -> str:
     share = rate(k, n)
     return "n/a" if share is None else f"{100 * share:.1f}%"
@@ -58,88 +50,8 @@ def _rate_text(value: Any) -> str:
     return "n/a" if not isinstance(value, (int, float)) else f"{100 * value:.1f}%"
 
 
-def _sum_rate(metric: str, condition: Any, values: Sequence[MetricValue]) -> MetricValue | None:
-    """A pooled rate from the counts of per-endpoint values (the same rows the pooled metrics group)."""
-    if not values:
-        return None
-    k, n = sum(v.numerator or 0 for v in values), sum(v.denominator or 0 for v in values)
-    low, high = wilson_interval(k, n)
-    return MetricValue(metric, {"condition": condition}, rate(k, n), k, n, low, high)
-
-
-class _Panel:
-    """The values of one bundle indexed by metric and group, with the plan's orders."""
-
-    def __init__(
-        self, data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]
-    ) -> None:
-        self.by_metric = by_metric
-        self.scripted = scripted
-        self.stages = {stage for row in data.bundle.rows for stage in row.get("stages", {})}
-        plan = data.bundle.run.get("plan", {})
-        cells = [v.group for values in by_metric.values() for v in values]
-        self.endpoints = _order(plan.get("endpoints", []), (g["endpoint"] for g in cells if "endpoint" in g))
-        self.conditions = _order(plan.get("conditions", []), (g["condition"] for g in cells if "condition" in g))
-
-    def cells(self, metric: str) -> dict[tuple[Any, Any], MetricValue]:
-        """(endpoint, condition) -> value, for a metric grouped by endpoint x condition only."""
-        return {
-            (v.group["endpoint"], v.group["condition"]): v
-            for v in self.by_metric.get(metric, ())
-            if set(v.group) == {"endpoint", "condition"}
-        }
-
-    def by_condition(self, metric: str) -> dict[Any, MetricValue]:
-        """condition -> value, for a metric grouped by condition alone."""
-        return {v.group["condition"]: v for v in self.by_metric.get(metric, ()) if set(v.group) == {"condition"}}
-
-    def label(self, endpoint: Any) -> str:
-        return _label(endpoint, self.scripted)
-
-    def pooled(self, metric: str, pooled_metric: str | None, condition: Any) -> MetricValue | None:
-        """The pooled metric's value of a condition, or the sum of the per-endpoint counts without one."""
-        if pooled_metric is not None and pooled_metric in self.by_metric:
-            return self.by_condition(pooled_metric).get(condition)
-        cells = self.cells(metric)
-        return _sum_rate(metric, condition, [cells[e, condition] for e in self.endpoints if (e, condition) in cells])
-
-    def matrix(self, metric: str, pooled_metric: str | None, caption: str) -> Table:
-        """Endpoints down, conditions across, percent cells, and a pooled row per condition."""
-        cells = self.cells(metric)
-        rows = [
-            (self.label(e), *(percent_cell(cells.get((e, c))) for c in self.conditions))
-            for e in self.endpoints
-            if any((e, c) in cells for c in self.conditions)
-        ]
-        pooled = [self.pooled(metric, pooled_metric, c) for c in self.conditions]
-        rows.append((f"pooled ({len(rows)} endpoints)", *(percent_cell(v) for v in pooled)))
-        return Table(("endpoint", *map(str, self.conditions)), tuple(rows), caption=caption, numeric_from=1)
-
-    def points(self, metric: str) -> tuple[FigurePoint, ...]:
-        """One point per endpoint and condition, conditions major, for the trajectory and spread figures."""
-        cells = self.cells(metric)
-        points = []
-        for condition in self.conditions:
-            for endpoint in self.endpoints:
-                value = cells.get((endpoint, condition))
-                if value is not None:
-                    label = f"{self.label(endpoint)} / {condition}"
-                    points.append(
-                        FigurePoint(
-                            label,
-                            self.label(endpoint),
-                            value.value,
-                            value.ci_low,
-                            value.ci_high,
-                            value.numerator,
-                            value.denominator,
-                            str(condition),
-                        )
-                    )
-        return tuple(points)
-
-
-def _core_fail(panel: _Panel) -> MainSection | None:
+def core_fail_section(panel: ReportPanel) -> MainSection | None:
+    """CoreFail@N by endpoint x defense, pooled per defense (semantic rows)."""
     if "semantic" not in panel.stages or not panel.cells("semantic.core_fail_rate"):
         return None
     table = panel.matrix(
@@ -175,7 +87,8 @@ def _total(details: Sequence[Mapping[str, Any]], key: str) -> int:
     return sum(int(d.get(key, 0)) for d in details)
 
 
-def _audit(panel: _Panel) -> MainSection | None:
+def audit_section(panel: ReportPanel) -> MainSection | None:
+    """The audit accounting per endpoint at D0 and per defense, with the closure check (audit rows)."""
     accounting = panel.cells("audit.accounting")
     if "audit" not in panel.stages or not accounting:
         return None
@@ -258,7 +171,8 @@ def _audit(panel: _Panel) -> MainSection | None:
     )
 
 
-def _exec(panel: _Panel) -> MainSection | None:
+def exec_section(panel: ReportPanel) -> MainSection | None:
+    """ObservedHarm@Exec, StateChange-ASR and ToolCall-ASR by endpoint x defense, pooled (exec rows)."""
     if "exec" not in panel.stages:
         return None
     tables = [
@@ -290,7 +204,8 @@ def _join_row(name: str, condition: str, details: Sequence[Mapping[str, Any]]) -
     return (name, condition, *map(str, counts), str(sum(counts)), f"{_share(counts[2], harm)} ({counts[2]}/{harm})")
 
 
-def _join(panel: _Panel) -> MainSection | None:
+def core_exec_join_section(panel: ReportPanel) -> MainSection | None:
+    """The core-exec join per endpoint x defense and pooled (semantic and exec rows)."""
     cells = panel.cells("exec.core_exec_join")
     if not {"semantic", "exec"} <= panel.stages or not cells:
         return None
@@ -331,7 +246,8 @@ def _join(panel: _Panel) -> MainSection | None:
     )
 
 
-def _mcnemar(panel: _Panel) -> MainSection | None:
+def mcnemar_section(panel: ReportPanel) -> MainSection | None:
+    """McNemar of each defense against D0, Holm-adjusted (D0 plus another defense)."""
     rows = []
     for metric, outcome in _MCNEMAR:
         tests = panel.by_condition(metric)
@@ -377,12 +293,3 @@ def _mcnemar(panel: _Panel) -> MainSection | None:
         (Table(columns, tuple(rows), numeric_from=2),),
         notes,
     )
-
-
-def main_sections(
-    data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]
-) -> tuple[MainSection, ...]:
-    """The main tables the bundle's stages support, in the design's order."""
-    panel = _Panel(data, by_metric, scripted)
-    built = (_core_fail(panel), _audit(panel), _exec(panel), _join(panel), _mcnemar(panel))
-    return tuple(section for section in built if section is not None) + tuple(permission_sections(panel))
