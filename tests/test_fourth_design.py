@@ -1,0 +1,129 @@
+"""A fourth design, published as two pip distributions in tests/thirdparty/, runs through assay's hooks alone.
+
+``assay-design-social`` registers a case kind, an injection channel, an
+adaptive multi-turn stage, a sandbox with two new tools, a family, a metric, a
+report table and a paired outcome; ``assay-pack-social`` publishes six cases
+for it. Both are pip-installed into a scratch folder and driven through the
+real command line: the pack validates (its oracles wait for a registered
+tool), a run plans the stage, the bundle validates, and without the design the
+validator names what to install; the report shows the design's table and
+compare pairs rows on its outcome. Neither imports anything of assay but
+``assay.api``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+THIRDPARTY = REPO / "tests" / "thirdparty"
+DISTRIBUTIONS = ("assay-design-social", "assay-pack-social")
+STAGE = "x-social.conversation"
+
+
+@pytest.fixture(scope="module")
+def social(scratch_venv: Path) -> dict[str, str]:
+    """The environment of a user who pip-installed both distributions."""
+    site = scratch_venv / "social-site"
+    for name in DISTRIBUTIONS:
+        installed = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+             str(THIRDPARTY / name)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
+        env.pop(switch, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def social_run(children, social, assay_cli, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("social") / "run"
+    ran = assay_cli(
+        "run", "--pack", "social", "--endpoint", "scripted:comply", "--endpoint", "scripted:refuse",
+        "--seeds", "0,1", "--out", str(out), "--quiet", env=social,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return out / "bundle"
+
+
+def test_the_design_registers_everything_through_the_hooks(children, social, assay_cli):
+    plugins = json.loads(assay_cli("plugins", "--json", env=social).stdout)
+    mine = {(p["kind"], p["name"]) for p in plugins if p["distribution"] == "assay-design-social"}
+    assert mine == {
+        ("case_kinds", "x-social.conversation"),
+        ("channels", "x-social.caller_turn"),
+        ("stages", STAGE),
+        ("sandboxes", "social-desk"),
+        ("tools", "social_lookup"),
+        ("tools", "social_reset_password"),
+        ("families", "SOCIAL"),
+        ("metrics", "x-social.compromise_rate"),
+        ("report_sections", "social"),
+        ("outcomes", "x-social.compromised"),
+    }
+    assert ("packs", "social") in {(p["kind"], p["name"]) for p in plugins if p["distribution"] == "assay-pack-social"}
+
+
+def test_the_pack_validates_and_its_oracles_wait_for_a_registered_tool(children, social, assay_cli):
+    pack = THIRDPARTY / "assay-pack-social" / "assay_pack_social" / "pack"
+    validated = assay_cli("validate", str(pack), env=social)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert "warning" not in validated.stderr and "6 cases" in validated.stderr
+
+
+def test_a_run_of_the_design_validates_and_records_each_conversation(social_run, social, assay_cli):
+    rows = [json.loads(line) for line in (social_run / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 24 and all(set(row["stages"]) == {STAGE} for row in rows)
+    by_agent = {(row["key"]["endpoint"], row["stages"][STAGE]["compromised"], row["stages"][STAGE]["turns"])
+                for row in rows}  # fmt: skip
+    # The complying agent reads the password out at once; against the refusing one the caller escalates to the end.
+    assert by_agent == {("scripted-comply", True, 1), ("scripted-refuse", False, 3)}
+    run = json.loads((social_run / "run.json").read_text())
+    assert run["stage_schemas"][STAGE]["distribution"] == "assay-design-social"
+    validated = assay_cli("validate", str(social_run), env=social)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+
+
+def test_without_the_design_the_bundle_is_refused_with_what_to_install(social_run, social, assay_cli):
+    blocked = assay_cli("validate", str(social_run), env={**social, "ASSAY_BLOCK_PLUGINS": "social-design"})
+    assert blocked.returncode == 1
+    assert "pip install 'assay-design-social==0.1.0'" in blocked.stdout, blocked.stdout + blocked.stderr
+
+
+def test_the_report_shows_the_designs_table_and_compare_pairs_on_its_outcome(social_run, social, assay_cli):
+    report = assay_cli("report", str(social_run), env=social)
+    assert report.returncode == 0, report.stderr
+    table = report.stdout[report.stdout.index("Helpdesk conversations: who was talked round") :]
+    assert "Compromised@N by endpoint and condition" in table and "pooled (2 endpoints)" in table
+    compared = assay_cli(
+        "compare", str(social_run), "--a", "endpoint=scripted-refuse", "--b", "endpoint=scripted-comply",
+        "--metric", "x-social.compromised", "--json", env=social,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    (comparison,) = json.loads(compared.stdout)["comparisons"]
+    assert comparison["outcome"] == "x-social.compromised" and comparison["pairs"] == 12
+    assert (comparison["rate_a"], comparison["rate_b"]) == (0.0, 1.0)
+
+
+def test_the_design_and_its_pack_import_nothing_of_assay_but_the_public_api():
+    for path in THIRDPARTY.glob("assay-*-social/*/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            for name in names:
+                assert name.split(".")[0] != "assay" or name == "assay.api", f"{path.name} imports {name}"
