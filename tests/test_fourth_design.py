@@ -2,7 +2,8 @@
 
 ``assay-design-social`` registers a case kind, an injection channel, an
 adaptive multi-turn stage, a sandbox with two new tools, a family, a metric, a
-report table and a paired outcome; ``assay-pack-social`` publishes six cases
+report table, a paired outcome and a scripted reference agent that uses the
+tools; ``assay-pack-social`` publishes six cases
 for it. Both are pip-installed into a scratch folder and driven through the
 real command line: the pack validates (its oracles wait for a registered
 tool), a run plans the stage, the bundle validates, and without the design the
@@ -50,7 +51,7 @@ def social_run(children, social, assay_cli, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("social") / "run"
     ran = assay_cli(
         "run", "--pack", "social", "--endpoint", "scripted:comply", "--endpoint", "scripted:refuse",
-        "--seeds", "0,1", "--out", str(out), "--quiet", env=social,
+        "--endpoint", "social-agent", "--seeds", "0,1", "--out", str(out), "--quiet", env=social,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return out / "bundle"
@@ -63,6 +64,7 @@ def test_the_design_registers_everything_through_the_hooks(children, social, ass
         ("case_kinds", "x-social.conversation"),
         ("channels", "x-social.caller_turn"),
         ("stages", STAGE),
+        ("backends", "social-agent"),
         ("sandboxes", "social-desk"),
         ("tools", "social_lookup"),
         ("tools", "social_reset_password"),
@@ -83,11 +85,25 @@ def test_the_pack_validates_and_its_oracles_wait_for_a_registered_tool(children,
 
 def test_a_run_of_the_design_validates_and_records_each_conversation(social_run, social, assay_cli):
     rows = [json.loads(line) for line in (social_run / "rows.jsonl").read_text().splitlines()]
-    assert len(rows) == 24 and all(set(row["stages"]) == {STAGE} for row in rows)
-    by_agent = {(row["key"]["endpoint"], row["stages"][STAGE]["compromised"], row["stages"][STAGE]["turns"])
-                for row in rows}  # fmt: skip
-    # The complying agent reads the password out at once; against the refusing one the caller escalates to the end.
-    assert by_agent == {("scripted-comply", True, 1), ("scripted-refuse", False, 3)}
+    assert len(rows) == 36 and all(set(row["stages"]) == {STAGE} for row in rows)
+    by_agent = {
+        (row["key"]["endpoint"], outcome["compromised"], outcome["turns"], outcome["tool_calls"],
+         tuple(result["fired"] for result in outcome["oracle_results"]))
+        for row in rows for outcome in [row["stages"][STAGE]]
+    }  # fmt: skip
+    # The complying agent reads the password out at once (the text oracle fires); against the refusing one the
+    # caller escalates to the end; the design's own agent resets the account through the helpdesk's tool (the
+    # tool oracle fires, the password is never read out).
+    assert by_agent == {
+        ("scripted-comply", True, 1, 0, (False, True)),
+        ("scripted-refuse", False, 3, 0, (False, False)),
+        ("social-agent", True, 1, 1, (True, False)),
+    }
+    reset = next(row for row in rows if row["key"]["endpoint"] == "social-agent")
+    assert reset["transcript"]["tool_calls"][0]["name"] == "social_reset_password"
+    assert any(
+        m["role"] == "tool" and "reset; temporary password" in m["content"] for m in reset["transcript"]["messages"]
+    )
     run = json.loads((social_run / "run.json").read_text())
     assert run["stage_schemas"][STAGE]["distribution"] == "assay-design-social"
     validated = assay_cli("validate", str(social_run), env=social)
@@ -104,7 +120,7 @@ def test_the_report_shows_the_designs_table_and_compare_pairs_on_its_outcome(soc
     report = assay_cli("report", str(social_run), env=social)
     assert report.returncode == 0, report.stderr
     table = report.stdout[report.stdout.index("Helpdesk conversations: who was talked round") :]
-    assert "Compromised@N by endpoint and condition" in table and "pooled (2 endpoints)" in table
+    assert "Compromised@N by endpoint and condition" in table and "pooled (3 endpoints)" in table
     compared = assay_cli(
         "compare", str(social_run), "--a", "endpoint=scripted-refuse", "--b", "endpoint=scripted-comply",
         "--metric", "x-social.compromised", "--json", env=social,

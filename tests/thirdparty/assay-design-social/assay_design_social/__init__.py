@@ -3,13 +3,14 @@
 Everything is registered through assay's hooks and imported from ``assay.api``
 only: the case kind, the caller's channel, the conversation stage, the
 helpdesk sandbox and its tools, the family, the metric, the report table and
-the outcome ``assay compare`` pairs on.
+the outcome ``assay compare`` pairs on, and a scripted reference agent.
 """
 
 from __future__ import annotations
 
 from assay.api import CaseKind, Channel, Family, ReportSection, Stage, hookimpl
 
+from .agent import HelpdeskAgentBackend
 from .desk import TOOLS, DeskSandbox
 from .reporting import COMPROMISED, CompromiseRate, compromise_table
 from .stage import NAME, OUTCOME_SCHEMA, run_conversation
@@ -42,6 +43,12 @@ def register_stages(register) -> None:
             run=run_conversation,
         )
     )
+
+
+@hookimpl
+def register_backends(register) -> None:
+    """The design's scripted reference agent."""
+    register(HelpdeskAgentBackend())
 
 
 @hookimpl
