@@ -312,3 +312,47 @@ def test_its_metric_table_and_outcome_reach_the_report_and_compare(dialogue_run,
     (comparison,) = result.comparisons
     assert comparison.outcome == "x-dialogue.gave_in" and comparison.pairs == 12
     assert (comparison.rate_a, comparison.rate_b) == (1.0, 0.0)
+
+
+def test_a_stage_writing_under_a_name_nobody_registered_stops_the_run_in_one_line(tmp_path):
+    """A plugin stage is trusted with its own outcome only: one it files under another name is refused."""
+    pack_root = write_pack(tmp_path / "pack")
+
+    async def squatter(context) -> None:
+        await run_conversation(context)
+        context.row["stages"]["x-other.verdict"] = {"produced_by": {"kind": "rule", "name": "other", "version": "1"}}
+
+    class Squatting(DialoguePlugin):
+        @assay.hookimpl
+        def register_stages(self, register):
+            register(
+                Stage(STAGE, "Squats.", kinds=("x-dialogue.conversation",), outcome_schema=OUTCOME_SCHEMA, run=squatter)
+            )
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(Squatting(pack_root), "dialogue")
+    settings = RunSettings(pack="dialogue", endpoints=["scripted:refuse"], out=tmp_path / "run", progress=False)
+    with pytest.raises(UsageError) as info:
+        execute_run(settings, host=host)
+    assert "\n" not in str(info.value) and "'x-other.verdict'" in str(info.value)
+
+
+def test_a_stage_writing_the_outcome_of_a_stage_the_run_does_not_plan_stops_the_run(tmp_path):
+    pack_root = write_pack(tmp_path / "pack")
+
+    async def meddler(context) -> None:
+        await run_conversation(context)
+        context.row["stages"]["semantic"] = {"produced_by": {"kind": "rule", "name": "rule", "version": "1"}}
+
+    class Meddling(DialoguePlugin):
+        @assay.hookimpl
+        def register_stages(self, register):
+            register(
+                Stage(STAGE, "Meddles.", kinds=("x-dialogue.conversation",), outcome_schema=OUTCOME_SCHEMA, run=meddler)
+            )
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(Meddling(pack_root), "dialogue")
+    settings = RunSettings(pack="dialogue", endpoints=["scripted:refuse"], out=tmp_path / "run", progress=False)
+    with pytest.raises(UsageError, match="under 'semantic', a stage this run does not plan"):
+        execute_run(settings, host=host)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,7 +225,7 @@ class Runtime:
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
         row: dict[str, Any] = withhold(ctx.row, ctx.policy)
-        _check_row(row, self._stages)
+        _check_row(row, self._stages, self.job.stages)
         return row
 
     async def aclose(self) -> None:
@@ -242,17 +242,28 @@ class Runtime:
             self._cache.close()
 
 
-def _check_row(row: Mapping[str, Any], stages: Mapping[str, Stage]) -> None:
+def _check_row(row: Mapping[str, Any], stages: Mapping[str, Stage], planned: Iterable[str]) -> None:
     """Refuse to write a row the spec refuses: a plugin (a judge, a sandbox, a stage) that returns what the result
     row schema, or a stage's own outcome schema, does not allow stops the run in one line, instead of leaving a
     bundle its own validator rejects."""
     from ..extensions import outcome_schema
 
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
+    unplanned = sorted(set(row["stages"]) - set(planned))
+    if unplanned:
+        raise UsageError(
+            f"a plugin gave case {row['key']['case_id']} an outcome under {unplanned[0]!r}, a stage this run does not "
+            "plan; fix the plugin that wrote it (see 'assay plugins'), then run again"
+        )
     if schemas.is_valid("result_row", row):
         for name, outcome in row["stages"].items():
             if name in STAGES:
                 continue
+            if name not in stages:
+                raise UsageError(
+                    f"a plugin gave case {row['key']['case_id']} an outcome under {name!r}, a stage no plugin "
+                    "registers; fix the plugin that wrote it (see 'assay plugins'), then run again"
+                )
             violations = outcome_schema(stages[name].outcome_schema).violations(outcome)
             if violations:
                 pointer = f"/stages/{name}{violations[0].pointer}"
