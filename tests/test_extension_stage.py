@@ -67,6 +67,16 @@ async def run_conversation(context) -> None:
     }
 
 
+def check_turns(row, planned):
+    """What the dialogue design checks of a row beyond its schema: never more turns than an attacker gets."""
+    from assay.api import RowProblem
+
+    outcome = row["stages"].get(STAGE)
+    if outcome is not None and outcome["turns"] > 3:
+        return [RowProblem(f"/stages/{STAGE}/turns", "an attacker gets three turns at most", "x-dialogue.turns")]
+    return []
+
+
 class GaveInRate:
     """Share of conversations in which the agent gave in, per endpoint and condition."""
 
@@ -148,6 +158,7 @@ class DialoguePlugin:
                 kinds=("x-dialogue.conversation",),
                 outcome_schema=OUTCOME_SCHEMA,
                 run=run_conversation,
+                check_row=check_turns,
             )
         )
 
@@ -260,6 +271,20 @@ def test_an_outcome_its_plugins_schema_refuses_is_named_row_by_row(dialogue_run,
     assert len(found) == 1 and found[0].line == 4 and found[0].pointer == f"/stages/{STAGE}/turns"
 
 
+def test_a_stages_own_row_check_is_applied_by_the_validator(dialogue_run, tmp_path):
+    import shutil
+
+    bundle, _, host = dialogue_run
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    rows = [json.loads(line) for line in (copy / ROWS_FILE).read_text().splitlines()]
+    rows[5]["stages"][STAGE]["turns"] = 5  # the schema allows it; the design does not
+    (copy / ROWS_FILE).write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    seal_bundle(copy, pack=json.loads((copy / BUNDLE_MANIFEST).read_text())["pack"], row_count=len(rows))
+    found = [issue for issue in validate_path(copy, host.registry).issues if issue.code == "x-dialogue.turns"]
+    assert [(issue.line, issue.pointer) for issue in found] == [(6, f"/stages/{STAGE}/turns")]
+
+
 def test_a_recorded_schema_the_installed_plugin_does_not_have_is_refused(dialogue_run, tmp_path):
     bundle, pack_root, _ = dialogue_run
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
@@ -356,3 +381,23 @@ def test_a_stage_writing_the_outcome_of_a_stage_the_run_does_not_plan_stops_the_
     settings = RunSettings(pack="dialogue", endpoints=["scripted:refuse"], out=tmp_path / "run", progress=False)
     with pytest.raises(UsageError, match="under 'semantic', a stage this run does not plan"):
         execute_run(settings, host=host)
+
+
+def test_a_row_check_that_fails_on_a_row_is_a_finding_not_a_crash(dialogue_run):
+    bundle, pack_root, _ = dialogue_run
+
+    def fragile(row, planned):
+        return [] if row["key"]["seed"] == 0 else row["stages"]["nonesuch"]  # a plugin bug a hostile row can reach
+
+    class Fragile(DialoguePlugin):
+        @assay.hookimpl
+        def register_stages(self, register):
+            stage = Stage(STAGE, "Fragile.", kinds=("x-dialogue.conversation",), outcome_schema=OUTCOME_SCHEMA,
+                          run=run_conversation, check_row=fragile)  # fmt: skip
+            register(stage)
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(Fragile(pack_root), "dialogue", distribution="assay-dialogue", version="0.1.0")
+    report = validate_path(bundle, host.registry)
+    found = [issue for issue in report.issues if issue.code == "row-check-error"]
+    assert found and all("row check failed on this row (KeyError)" in issue.message for issue in found)

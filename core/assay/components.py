@@ -35,6 +35,7 @@ __all__ = [
     "OracleResult",
     "Outcome",
     "ReportSection",
+    "RowProblem",
     "Sandbox",
     "SandboxInstance",
     "Stage",
@@ -97,9 +98,10 @@ class Stage:
     ``kinds`` are the case kinds the stage runs on; a family may list the
     stage only if its kind is one of them. ``needs`` are stages whose
     outcome it reads: planning the stage without them is refused, and they
-    run first. The engine runs a case's stages in one fixed order: the
-    spec's stages in the spec's order, then the others by name, each after
-    what it needs.
+    run first. ``check_row`` (optional) is what the validator checks of a
+    row beyond the schema for this stage (see :class:`RowProblem`). The
+    engine runs a case's stages in one fixed order: the spec's stages in the
+    spec's order, then the others by name, each after what it needs.
     """
 
     name: str
@@ -108,6 +110,26 @@ class Stage:
     outcome_schema: Mapping[str, Any] = field(repr=False)
     run: Callable[[Any], Awaitable[None]] = field(repr=False)
     needs: tuple[str, ...] = ()
+    check_row: Callable[[Mapping[str, Any], frozenset[str]], Iterable[RowProblem]] | None = field(
+        default=None, repr=False
+    )
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """What a stage's ``check_row`` finds wrong with a schema-valid result row, beyond what its schema says.
+
+    ``check_row(row, planned_stages)`` is called by the validator on every
+    row of a run that plans the stage (the row may lack the stage's outcome:
+    that can be the problem). ``kind`` ranks the finding: ``reference`` (the
+    outcome contradicts another of the row), ``completeness`` (something the
+    plan promises is missing) or ``integrity``.
+    """
+
+    pointer: str
+    message: str
+    code: str
+    kind: str = "reference"
 
 
 @dataclass(frozen=True)

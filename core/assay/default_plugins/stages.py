@@ -9,10 +9,10 @@ with its own outcome schema.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..components import CaseKind, Channel, Stage
+from ..components import CaseKind, Channel, RowProblem, Stage
 from ..hookspecs import Register, hookimpl
 
 #: The result row schema of the spec, whose ``$defs`` define each built-in stage's outcome.
@@ -50,6 +50,37 @@ def _runner(stage: str) -> Callable[[Any], Awaitable[None]]:
     return run
 
 
+def audit_gate(row: Mapping[str, Any], planned: frozenset[str]) -> list[RowProblem]:
+    """The audit runs on exactly the CoreFail rows: its ``selected`` is ``semantic.core_fail is true``, and a
+    CoreFail row of a run that plans the audit has an audit outcome (or an error saying why it has none)."""
+    stages = row["stages"]
+    semantic, audit = stages.get("semantic"), stages.get("audit")
+    if semantic is not None and audit is not None and audit["selected"] != (semantic["core_fail"] is True):
+        return [
+            RowProblem(
+                "/stages/audit/selected",
+                "the audit must select exactly the CoreFail rows (selected differs from semantic.core_fail)",
+                "audit-gate",
+            )
+        ]
+    if (
+        semantic is not None
+        and audit is None
+        and semantic["core_fail"] is True
+        and not any(error.get("stage") == "audit" for error in row["errors"])
+    ):
+        # A CoreFail row the audit never saw (and no error explains why) leaves the accounting open.
+        return [
+            RowProblem(
+                "/stages",
+                "a CoreFail row has no audit outcome, so the audit accounting does not close",
+                "audit-open",
+                kind="completeness",
+            )
+        ]
+    return []
+
+
 STAGES = (
     Stage(
         "semantic",
@@ -65,6 +96,7 @@ STAGES = (
         outcome_schema=_outcome("audit"),
         run=_runner("audit"),
         needs=("semantic",),
+        check_row=audit_gate,
     ),
     Stage(
         "exec",
