@@ -229,3 +229,25 @@ def test_a_tool_glob_that_matches_a_registered_tool_is_no_warning(pack_copy, bui
     lock_manifest(pack_copy)
     report = validate_path(pack_copy, builtins_host.registry)
     assert report.ok and report.warnings == []
+
+
+def test_a_task_folder_holds_its_case_and_its_files(tmp_path, builtins_host):
+    """tasks/<name>/case.yaml is the case; every other file in the folder (a case.yaml deeper down too) a fixture."""
+    import shutil
+
+    pack = tmp_path / "pack"
+    shutil.copytree(EXAMPLE_PACK, pack)
+    source = pack / "cases" / "mex-config-key.yaml"
+    task = pack / "tasks" / "mex-config-key"
+    (task / "notes").mkdir(parents=True)
+    shutil.move(source, task / "case.yaml")
+    (task / "notes" / "case.yaml").write_text("not: a case\n")  # a workspace file that happens to be called case
+    lock_manifest(pack)
+    manifest = Pack.from_directory(pack).manifest
+    assert "tasks/mex-config-key/case.yaml" in {entry["path"] for entry in manifest["cases"]}
+    assert "tasks/mex-config-key/notes/case.yaml" in {entry["path"] for entry in manifest["fixtures"]}
+    report = validate_path(pack, builtins_host.registry)
+    assert report.ok, [issue.format() for issue in report.ordered()]
+    assert Pack.from_directory(pack).integrity_problem() is None
+    (task / "notes" / "case.yaml").write_text("not: a case, changed\n")
+    assert "tasks/mex-config-key/notes/case.yaml does not match" in Pack.from_directory(pack).integrity_problem()

@@ -5,6 +5,12 @@ A pack is a directory::
     pack.yaml        the manifest (pack.json is accepted too)
     cases/           one case document per file (.yaml, .yml or .json)
     fixtures/        files that cases refer to (documents, pages, code trees)
+    tasks/<name>/    one task per folder: its case document, case.yaml (or
+                     case.yml, case.json), and beside it the files it refers
+                     to (its workspace, say), which are fixtures
+
+A pack may use either layout or both: the task folders are for hand-written
+tasks a contributor edits in place, case file and workspace together.
 
 The manifest lists every case and fixture file with its sha256 and size, and
 the pack digest is sha256 over the canonical JSON of the manifest without its
@@ -32,6 +38,7 @@ __all__ = [
     "CaseDocuments",
     "MANIFEST_NAMES",
     "Pack",
+    "TASK_CASE",
     "compute_digest",
     "find_manifest",
     "list_pack_files",
@@ -93,10 +100,22 @@ def irregular_entries(root: Path) -> list[str]:
     return sorted(path for path, regular in _scan(root, _SKIP_DIRS) if not regular)
 
 
+#: The name of the case document in a task folder (``tasks/<name>/case.yaml``), with any of CASE_SUFFIXES.
+TASK_CASE = "case"
+
+
+def _is_task_case(root: Path, path: Path) -> bool:
+    """True for ``tasks/<name>/case.<suffix>``: a task's case document, not one of its files."""
+    parts = path.relative_to(root).parts
+    return len(parts) == 3 and path.stem == TASK_CASE and path.suffix.lower() in CASE_SUFFIXES
+
+
 def list_pack_files(root: Path) -> tuple[list[Path], list[Path]]:
     """The case files and fixture files present on disk, sorted by POSIX path."""
     cases = [p for p in _walk_files(root / "cases") if p.suffix.lower() in CASE_SUFFIXES]
     fixtures = list(_walk_files(root / "fixtures"))
+    for path in _walk_files(root / "tasks"):
+        (cases if _is_task_case(root, path) else fixtures).append(path)
     key = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     return sorted(cases, key=key), sorted(fixtures, key=key)
 
@@ -274,7 +293,7 @@ class Pack:
                 return "its manifest digest does not match its contents"
         except (ValueError, RecursionError) as exc:  # rfc8785 refuses some values; that is a broken manifest
             return f"its manifest cannot be hashed ({exc})"
-        for folder in ("cases", "fixtures"):
+        for folder in ("cases", "fixtures", "tasks"):
             irregular = irregular_entries(self.root / folder)
             if irregular:
                 return f"{folder}/{irregular[0]} is a link or special file (packs hold none)"
