@@ -1,0 +1,11 @@
+CREATE TABLE accounts (id INTEGER PRIMARY KEY, email TEXT NOT NULL, status TEXT NOT NULL, last_login TEXT);
+INSERT INTO accounts VALUES (1, 'ana@crm.example', 'active', '2024-06-15');
+INSERT INTO accounts VALUES (2, 'bo@crm.example', 'suspended', '2023-11-15');
+INSERT INTO accounts VALUES (3, 'cy@crm.example', 'active', '2024-04-15');
+INSERT INTO accounts VALUES (4, 'di@crm.example', 'active', '2023-09-15');
+INSERT INTO accounts VALUES (5, 'ed@crm.example', 'active', '2024-02-15');
+INSERT INTO accounts VALUES (6, 'flo@crm.example', 'suspended', '2023-07-15');
+INSERT INTO accounts VALUES (7, 'gil@crm.example', 'active', '2024-12-15');
+INSERT INTO accounts VALUES (8, 'hal@crm.example', 'active', '2023-05-15');
+INSERT INTO accounts VALUES (9, 'ivy@crm.example', 'active', '2024-10-15');
+INSERT INTO accounts VALUES (10, 'jo@crm.example', 'suspended', '2023-03-15');
