@@ -36,7 +36,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +243,23 @@ def children() -> None:
 def scratch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A scratch directory for building wheels and installing into a fresh environment."""
     return tmp_path_factory.mktemp("venv")
+
+
+def install_privately(distributions: Iterable[Path], site: Path) -> dict[str, str]:
+    """pip-install ``distributions`` (folders, no dependencies) into ``site``: the environment of a user who did,
+    with assay's plugin switches cleared so that every entry point is found."""
+    for distribution in distributions:
+        installed = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(distribution)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
+        env.pop(switch, None)
+    return env
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, install_privately
 
 THIRDPARTY = REPO / "tests" / "thirdparty"
 DISTRIBUTIONS = ("assay-design-social", "assay-pack-social")
@@ -32,18 +29,7 @@ STAGE = "x-social.conversation"
 @pytest.fixture(scope="module")
 def social(scratch_venv: Path) -> dict[str, str]:
     """The environment of a user who pip-installed both distributions."""
-    site = scratch_venv / "social-site"
-    for name in DISTRIBUTIONS:
-        installed = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-             str(THIRDPARTY / name)],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
-        env.pop(switch, None)
-    return env
+    return install_privately([THIRDPARTY / name for name in DISTRIBUTIONS], scratch_venv / "social-site")
 
 
 @pytest.fixture(scope="module")

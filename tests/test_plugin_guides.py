@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import install_privately
 from test_third_party_pack import extract_files, write_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,17 +27,7 @@ def _install(page: Path, tmp_path: Path, distribution: str, *, extract: bool = T
     that sees it."""
     if extract:
         write_files(extract_files(page.read_text(encoding="utf-8")), tmp_path)
-    site = tmp_path / "site"
-    installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-         str(tmp_path / distribution)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
-        env.pop(switch, None)
-    return env
+    return install_privately([tmp_path / distribution], tmp_path / "site")
 
 
 def _assay(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
