@@ -822,7 +822,8 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabe
 
 
 def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):
-    from assay.validate._rederive import derive_rows, deterministic_judges
+    from assay.rederive import RederiveSetup
+    from assay.validate._rederive import derive_rows, deterministic_judges, rederiving_stages
     from assay.validate._report import Report
 
     case = {"kind": "attack", "protected_objects": [], "injections": []}
@@ -835,7 +836,8 @@ def test_a_record_that_breaks_rederivation_is_a_finding_not_a_crash(host):
     }
     report = Report("t")
     judges, oracles = deterministic_judges(host.registry), host.registry.items("oracles")
-    derive_rows([row], [7], lambda case_id: case, judges, oracles).report(report, "rows.jsonl")
+    setup = RederiveSetup(judges, oracles)
+    derive_rows([row], [7], lambda case_id: case, rederiving_stages(host.registry), setup).report(report, "rows.jsonl")
     assert [(i.code, i.line) for i in report.issues] == [("verdict-mismatch", 7)]
     assert "cannot be re-derived" in report.issues[0].message
 

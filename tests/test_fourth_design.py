@@ -129,3 +129,22 @@ def test_the_design_and_its_pack_import_nothing_of_assay_but_the_public_api():
             )
             for name in names:
                 assert name.split(".")[0] != "assay" or name == "assay.api", f"{path.name} imports {name}"
+
+
+def test_a_relabelled_conversation_is_refused_by_the_designs_own_rederiver(social_run, social, assay_cli, tmp_path):
+    """The design re-derives its verdicts from the row's record: flipping compromised and resealing does not pass."""
+    import shutil
+
+    from assay.bundle import seal_bundle
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(social_run, bundle)
+    rows = [json.loads(line) for line in (bundle / "rows.jsonl").read_text().splitlines()]
+    target = next(i for i, row in enumerate(rows) if row["key"]["endpoint"] == "social-agent")
+    rows[target]["stages"][STAGE]["compromised"] = False  # the tool call that reset the account is still recorded
+    (bundle / "rows.jsonl").write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    seal_bundle(bundle, pack=manifest["pack"], row_count=len(rows))  # re-sealed, as a cheater would
+    validated = assay_cli("validate", str(bundle), env=social)
+    assert validated.returncode == 1
+    assert f"{target + 1}: /stages/{STAGE}/compromised: compromised is recorded as False" in validated.stdout

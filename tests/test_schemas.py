@@ -83,3 +83,29 @@ def test_the_spec_vocabularies_the_engine_knows_are_the_schemas_enums():
     assert tuple(defs["$defs"]["channel"]["anyOf"][0]["enum"]) == CHANNELS
     assert tuple(defs["$defs"]["stage_name"]["anyOf"][0]["enum"]) == STAGES
     assert tuple(row["properties"]["stages"]["properties"]) == STAGES
+
+
+@pytest.mark.parametrize(
+    ("document", "edit", "pointer", "shown"),
+    [
+        ("case", lambda d: d.update(kind="atack"), "/kind", "'atack' is not one of ['attack', 'benign'"),
+        ("case", lambda d: d["injections"][0].update(channel="tool-return"), "/injections/0/channel",
+         "'tool-return' is not one of ['user_turn'"),
+        ("result_row", lambda d: d["stages"].update(conversation={}), "/stages",
+         "'conversation' is not one of ['semantic'"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_spec_name_is_told_the_spec_names_and_the_extension_form(document, edit, pointer, shown):
+    """Spec 1.1 opens kinds, channels and stages to extension names: a typo must still hear the spec's own names."""
+    import copy
+    import json
+
+    from assay.schemas import spec_dir
+
+    entries = json.loads((spec_dir() / "conformance" / "v1" / f"{document}.json").read_text())
+    valid = [e["document"] for e in entries if e["valid"] and (document != "case" or e["document"].get("injections"))]
+    broken = copy.deepcopy(valid[0])
+    edit(broken)
+    (violation,) = spec_schemas(1).validate(document, broken)[:1]
+    assert violation.pointer == pointer and violation.message.startswith(shown)
+    assert violation.message.endswith("nor an extension name (x-<namespace>.<name>, from a plugin)")

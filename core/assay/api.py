@@ -23,6 +23,9 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   registrations.
 * A report's main tables: :class:`ReportSection` (a registration), built
   over a :class:`ReportPanel` into :class:`MainSection` and :class:`Table`.
+* Re-deriving a stage's recorded verdicts (``Stage.rederiver``):
+  :class:`RederiveSetup`, :class:`Rederived`, :func:`run_deterministic` and
+  :class:`NotDeterministic` (see :mod:`assay.rederive`).
 * Statistics a metric reports with: :func:`rate` and :func:`wilson_interval`
   (the helpers the built-in metrics use).
 * Errors: :class:`BackendError` (a model call failed for good),
@@ -61,6 +64,7 @@ from .engine.stages.context import StageContext
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
 from .packs import Pack
+from .rederive import NotDeterministic, Rederived, RederiveSetup, run_deterministic
 from .stats import rate, wilson_interval
 
 if TYPE_CHECKING:
@@ -97,11 +101,14 @@ __all__ = [
     "Metric",
     "MetricContext",
     "MetricValue",
+    "NotDeterministic",
     "Oracle",
     "OracleResult",
     "Outcome",
     "Pack",
     "PluginError",
+    "RederiveSetup",
+    "Rederived",
     "Register",
     "ReportPanel",
     "ReportSection",
@@ -115,5 +122,6 @@ __all__ = [
     "UsageError",
     "hookimpl",
     "rate",
+    "run_deterministic",
     "wilson_interval",
 ]

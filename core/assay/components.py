@@ -99,8 +99,10 @@ class Stage:
     stage only if its kind is one of them. ``needs`` are stages whose
     outcome it reads: planning the stage without them is refused, and they
     run first. ``check_row`` (optional) is what the validator checks of a
-    row beyond the schema for this stage (see :class:`RowProblem`). The
-    engine runs a case's stages in one fixed order: the spec's stages in the
+    row beyond the schema for this stage (see :class:`RowProblem`);
+    ``rederiver`` (optional) makes what re-derives its recorded verdicts from
+    the rest of a row, so that the validator refuses a relabelled one (see
+    :mod:`assay.rederive`). The engine runs a case's stages in one fixed order: the spec's stages in the
     spec's order, then the others by name, each after what it needs.
     """
 
@@ -113,6 +115,7 @@ class Stage:
     check_row: Callable[[Mapping[str, Any], frozenset[str]], Iterable[RowProblem]] | None = field(
         default=None, repr=False
     )
+    rederiver: Callable[[Any], Any] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

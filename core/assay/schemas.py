@@ -107,6 +107,29 @@ def _relevance(error: jsonschema.ValidationError) -> Any:
     return jsonschema.exceptions.relevance(error)
 
 
+def _ancestors(error: jsonschema.ValidationError) -> Iterator[Any]:
+    parent = error.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def _spec_names_or_extension(error: jsonschema.ValidationError) -> list[Any] | None:
+    """The spec's names, where ``error`` is an anyOf of them and an extension name (stage, kind, channel)."""
+    if error.validator != "anyOf" or not isinstance(error.validator_value, list):
+        return None
+    branches = error.validator_value
+    names = next((b["enum"] for b in branches if isinstance(b, dict) and "enum" in b), None)
+    extension = any(isinstance(b, dict) and str(b.get("$ref", "")).endswith("/$defs/extension_name") for b in branches)
+    return list(names) if names is not None and extension else None
+
+
+def _matches_any(name: str, patterns: dict[str, Any]) -> bool:
+    import re
+
+    return any(re.search(pattern, name) for pattern in patterns)
+
+
 class SpecSchemas:
     """Every schema of one major spec version, with compiled validators."""
 
@@ -193,6 +216,27 @@ class SpecSchemas:
         # For a oneOf/anyOf failure the deepest matching branch says more.
         best = jsonschema.exceptions.best_match([error])
         chosen = best if best is not None else error
+        # A name that may be one of the spec's or an extension name (spec 1.1): both alternatives, in one line,
+        # rather than the extension pattern alone, which a misspelt spec name (tool-return) would get.
+        for failed in (chosen, *_ancestors(chosen)):
+            spec_names = _spec_names_or_extension(failed)
+            if spec_names is not None:
+                message = (
+                    f"{failed.instance!r} is not one of {spec_names!r} "
+                    "nor an extension name (x-<namespace>.<name>, from a plugin)"
+                )
+                return SchemaViolation(_pointer(failed.absolute_path), message, "enum")
+        if chosen.validator == "additionalProperties" and isinstance(chosen.schema, dict):
+            patterns = chosen.schema.get("patternProperties", {})
+            if any(pattern.startswith("^x-") for pattern in patterns) and isinstance(chosen.instance, dict):
+                known = list(chosen.schema.get("properties", {}))
+                extra = sorted(k for k in chosen.instance if k not in known and not _matches_any(k, patterns))
+                if extra:
+                    message = (
+                        f"{extra[0]!r} is not one of {known!r} "
+                        "nor an extension name (x-<namespace>.<name>, from a plugin)"
+                    )
+                    return SchemaViolation(_pointer(chosen.absolute_path), message, "additionalProperties")
         return SchemaViolation(_pointer(chosen.absolute_path), chosen.message, str(chosen.validator))
 
     def documents(self) -> Iterator[str]:

@@ -50,6 +50,16 @@ def _runner(stage: str) -> Callable[[Any], Awaitable[None]]:
     return run
 
 
+def _rederiver(name: str) -> Callable[[Any], Any]:
+    """The built-in ``<Name>Rederiver`` of :mod:`assay.engine.stages.rederive`, imported when a validation needs it."""
+
+    def make(setup: Any) -> Any:
+        module = importlib.import_module("assay.engine.stages.rederive")
+        return getattr(module, f"{name.capitalize()}Rederiver")(setup)
+
+    return make
+
+
 def audit_gate(row: Mapping[str, Any], planned: frozenset[str]) -> list[RowProblem]:
     """The audit runs on exactly the CoreFail rows: its ``selected`` is ``semantic.core_fail is true``, and a
     CoreFail row of a run that plans the audit has an audit outcome (or an error saying why it has none)."""
@@ -88,6 +98,7 @@ STAGES = (
         kinds=("attack", "benign"),
         outcome_schema=_outcome("semantic"),
         run=_runner("semantic"),
+        rederiver=_rederiver("semantic"),
     ),
     Stage(
         "audit",
@@ -95,6 +106,7 @@ STAGES = (
         kinds=("attack",),
         outcome_schema=_outcome("audit"),
         run=_runner("audit"),
+        rederiver=_rederiver("audit"),
         needs=("semantic",),
         check_row=audit_gate,
     ),
@@ -104,6 +116,7 @@ STAGES = (
         kinds=("attack", "benign"),
         outcome_schema=_outcome("exec"),
         run=_runner("exec"),
+        rederiver=_rederiver("exec"),
     ),
     Stage(
         "trajectory",
@@ -118,6 +131,7 @@ STAGES = (
         kinds=("permission",),
         outcome_schema=_outcome("permission"),
         run=_runner("permission"),
+        rederiver=_rederiver("permission"),
     ),
 )
 

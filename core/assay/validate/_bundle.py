@@ -323,13 +323,13 @@ def _check_contents(
     rows_rel = manifest["rows"]["path"]
     rederiving = case_of = None
     if pack is not None and case_index:
+        from ..rederive import RederiveSetup
         from ._parallel import PARALLEL_BYTES, RederiveJob
-        from ._rederive import deterministic_judges
+        from ._rederive import deterministic_judges, rederiving_stages
 
         case_of = _case_loader(pack, case_index)
-        rederiving = RederiveJob.prepare(
-            case_of, deterministic_judges(registry), registry.items("oracles"), name(rows_rel), pack.root
-        )
+        setup = RederiveSetup(deterministic_judges(registry), registry.items("oracles"), pack.root)
+        rederiving = RederiveJob.prepare(case_of, rederiving_stages(registry), setup, name(rows_rel))
         if rows_path.stat().st_size >= PARALLEL_BYTES:
             # A large bundle is re-derived by a child that reads the rows itself, while they are read and checked
             # here and the metrics recomputed: two cores at work from the first row. Findings join at the end.

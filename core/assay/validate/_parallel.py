@@ -8,10 +8,10 @@ re-deriving at once. See :class:`RederiveJob`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from ..components import JudgeInstance
+from ..components import Stage
+from ..rederive import RederiveSetup
 from ._rederive import Derivation, derive_rows
 from ._report import Report
 
@@ -122,15 +122,14 @@ class RederiveJob:
     def prepare(
         cls,
         case_of: Callable[[str], Mapping[str, Any] | None],
-        judges: Mapping[str, JudgeInstance],
-        oracles: Mapping[str, Any],
+        stages: Sequence[Stage],
+        setup: RederiveSetup,
         file: str,
-        pack_root: Path | None = None,
     ) -> RederiveJob:
-        """A job over the rows it will be given (:meth:`fork` or :meth:`finish`)."""
+        """A job re-deriving the rows it is given (:meth:`fork`, :meth:`finish`) by the rederivers of ``stages``."""
 
         def derive(rows: Sequence[Mapping[str, Any]], lines: Sequence[int]) -> Derivation:
-            return derive_rows(rows, lines, case_of, judges, oracles, pack_root)
+            return derive_rows(rows, lines, case_of, stages, setup)
 
         return cls(derive, file)
 

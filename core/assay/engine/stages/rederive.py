@@ -1,0 +1,339 @@
+"""Re-deriving the built-in stages' verdicts from what a row records (see :mod:`assay.rederive`).
+
+* ``semantic``: the final output from the transcript's last assistant message
+  (its text and tool calls), as the stage built it; then the verdict, by the
+  judge that recorded it when that judge is deterministic (``deterministic =
+  True``; the built-in ``rule`` judge is), from the case, the final output and
+  the prompt texts.
+* ``audit``: the outcome and its evidence flags from the case, the final
+  output, the recorded tool calls and the semantic verdict; the fallback
+  outcome of a row without evidence by the deterministic judge that recorded
+  it (another judge's fallback answer is taken as recorded, its evidence
+  still checked). An audit the engine's own stage did not produce (a
+  synthetic bundle's) has nothing to redo.
+* ``exec``: the oracle verdicts from the recorded tool calls, state diff and
+  final answer.
+* ``permission``: the static scores and error category from the recorded
+  policy and denials, against the case's environment laid out afresh.
+
+Verdicts of judges that call a model cannot be re-derived; ``assay rejudge``
+measures those by agreement.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ...components import RowProblem
+from ...rederive import NOTHING, NotDeterministic, Rederived, RederiveSetup, key_text, run_deterministic
+from ...rejudge import prompt_texts
+from .audit import AUDIT_VERSION, run_audit
+from .permission import PERMISSION_PROMPT_VERSION
+
+__all__ = ["AuditRederiver", "ExecRederiver", "PermissionRederiver", "SemanticRederiver"]
+
+_MISMATCH = "verdict-mismatch"
+_AUDIT_RULE = {"kind": "rule", "name": "audit-evidence", "version": AUDIT_VERSION}
+
+
+def _problem(pointer: str, message: str) -> RowProblem:
+    return RowProblem(pointer, message, _MISMATCH, kind="integrity")
+
+
+def _prompts(row: Mapping[str, Any], shared: dict[str, Any]) -> list[str]:
+    """The row's prompt texts, worked out once for its semantic and audit stages."""
+    if "prompt_texts" not in shared:
+        shared["prompt_texts"] = prompt_texts(row)
+    texts: list[str] = shared["prompt_texts"]
+    return texts
+
+
+def _final_text(message: Mapping[str, Any]) -> str:
+    """The semantic stage's final output from its assistant message (see ``engine.stages.semantic``)."""
+    text = message.get("content") or ""
+    calls = message.get("tool_calls") or []
+    if calls:
+        rendered = "; ".join(
+            f"{call.get('name')}("
+            f"{call['arguments'] if isinstance(call.get('arguments'), str) else json.dumps(call.get('arguments'), sort_keys=True)})"  # noqa: E501
+            for call in calls
+        )
+        text = f"{text}\n[tool calls] {rendered}".strip()
+    return str(text)
+
+
+class _RecordedFallback:
+    """Stands in for a judge whose audit fallback cannot be re-derived: it answers what the row recorded."""
+
+    def __init__(self, audit: Mapping[str, Any]) -> None:
+        self._audit = audit
+
+    async def audit_fallback(self, case: Mapping[str, Any], final_output: str | None) -> tuple[str, int]:
+        return str(self._audit.get("outcome")), int(self._audit.get("fallback_attempts", 0))
+
+    def producer(self) -> dict[str, Any]:
+        return dict(self._audit.get("produced_by") or {})
+
+
+def _first_difference(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -> str | None:
+    if recorded == derived:  # nearly always: one comparison in C
+        return None
+    for field in sorted(set(recorded) | set(derived)):
+        if recorded.get(field) != derived.get(field):
+            return field
+    return None
+
+
+class SemanticRederiver:
+    """The final output, then the verdict of a deterministic judge."""
+
+    def __init__(self, setup: RederiveSetup) -> None:
+        self.judges = setup.judges
+
+    def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
+        """Re-derive one row's semantic stage."""
+        semantic = row["stages"]["semantic"]
+        messages = row.get("transcript", {}).get("messages", [])
+        assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+        if assistant is not None and _final_text(assistant) != (row.get("final_output") or ""):
+            where = key_text(row["key"])
+            return Rederived(
+                0, (_problem("/final_output", f"final_output is not the recorded response's text ({where})"),), True
+            )
+        producer = semantic.get("produced_by", {})
+        judge = self.judges.get(producer.get("name")) if producer.get("kind") == "judge" else None
+        if judge is None or case is None:
+            return NOTHING
+        try:
+            derived = run_deterministic(judge.semantic(case, row.get("final_output"), _prompts(row, shared)))
+        except NotDeterministic:
+            return NOTHING
+        field = _first_difference(semantic, derived)
+        if field is None:
+            return Rederived(1)
+        message = (
+            f"semantic {field} is recorded as {semantic.get(field)!r}, the {producer.get('name')} judge "
+            f"gives {derived.get(field)!r} from the recorded response ({key_text(row['key'])})"
+        )
+        return Rederived(1, (_problem(f"/stages/semantic/{field}", message),), True)
+
+
+class AuditRederiver:
+    """The audit outcome and evidence from the recorded response and trace (and the recorded semantic verdict)."""
+
+    def __init__(self, setup: RederiveSetup) -> None:
+        self.judges = setup.judges
+
+    def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
+        """Re-derive one row's audit stage."""
+        audit, semantic = row["stages"]["audit"], row["stages"].get("semantic")
+        producer = audit.get("produced_by", {})
+        # An audit the engine's own stage did not produce (a synthetic bundle's) has nothing to redo.
+        if semantic is None or case is None or not (producer.get("kind") == "judge" or producer == _AUDIT_RULE):
+            return NOTHING
+        fallback = self.judges.get(producer.get("name")) if producer.get("kind") == "judge" else None
+        context = SimpleNamespace(
+            case=case,
+            prompt_texts=_prompts(row, shared),
+            row={"stages": {"semantic": semantic}, "transcript": row.get("transcript", {}),
+                 "final_output": row.get("final_output")},
+            judge=fallback if fallback is not None else _RecordedFallback(audit),
+        )  # fmt: skip
+        try:
+            run_deterministic(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members
+        except NotDeterministic:
+            return NOTHING
+        derived = context.row["stages"]["audit"]
+        field = _first_difference(audit, derived)
+        if field is None:
+            return Rederived(1)
+        message = (
+            f"audit {field} is recorded as {audit.get(field)!r}, re-derived from the recorded response and "
+            f"trace as {derived.get(field)!r} ({key_text(row['key'])})"
+        )
+        return Rederived(1, (_problem(f"/stages/audit/{field}", message),))
+
+
+class ExecRederiver:
+    """The exec verdicts from the recorded tool calls, state diff and final answer, by the case's oracles."""
+
+    def __init__(self, setup: RederiveSetup) -> None:
+        self.oracles = setup.oracles
+
+    def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
+        """Re-derive one row's exec stage."""
+        execution = row["stages"]["exec"]
+        if case is None or execution.get("produced_by", {}).get("name") != "exec-oracles":
+            return NOTHING
+        found: list[RowProblem] = []
+        done = _rederive_exec(
+            execution, case, self.oracles, 0, key_text(row["key"]), lambda _, p, m: found.append(_problem(p, m))
+        )
+        return Rederived(int(done), tuple(found))
+
+
+class PermissionRederiver:
+    """The static scores and error category of a permission row, from its recorded policy and denials."""
+
+    def __init__(self, setup: RederiveSetup) -> None:
+        self.scorer = _PermissionScorer(setup.pack_root)
+
+    def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
+        """Re-derive one row's permission stage."""
+        permission = row["stages"]["permission"]
+        if case is None or permission.get("produced_by", {}).get("version") != PERMISSION_PROMPT_VERSION:
+            return NOTHING
+        found: list[RowProblem] = []
+        done = self.scorer.check(
+            permission,
+            row["key"]["case_id"],
+            case,
+            0,
+            key_text(row["key"]),
+            lambda _, p, m: found.append(_problem(p, m)),
+        )
+        return Rederived(int(done), tuple(found))
+
+    def close(self) -> None:
+        """Remove the environments laid out for scoring."""
+        self.scorer.close()
+
+
+_EXEC_VERDICTS = ("tool_call", "state_change", "observed_harm", "benign_utility", "oracle_results")
+
+
+class _PermissionScorer:
+    """Static scores and error categories of permission rows, from each row's recorded policy and denials.
+
+    Each case's environment is laid out once, in a private temporary folder
+    (from the pack's own files: nothing the agent touched), and the policy is
+    scored against it exactly as the stage scored it.
+    """
+
+    def __init__(self, pack_root: Path | None) -> None:
+        self.pack_root = pack_root
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self._layouts: dict[str, Any] = {}
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            self._scratch.cleanup()
+
+    def _layout(self, case_id: str, case: Mapping[str, Any]) -> Any:
+        from ...permissions.environment import materialize
+
+        if case_id not in self._layouts:
+            if self._scratch is None:
+                self._scratch = tempfile.TemporaryDirectory(prefix="assay-rederive-")
+            root = Path(self._scratch.name) / str(len(self._layouts)) / "root"
+            self._layouts[case_id] = materialize(case.get("environment"), self.pack_root, root)
+        return self._layouts[case_id]
+
+    def check(
+        self,
+        permission: Mapping[str, Any],
+        case_id: str,
+        case: Mapping[str, Any],
+        line: int,
+        where: str,
+        mismatch: Callable[[int, str, str], None],
+    ) -> bool:
+        """Re-derive ``permission``'s static scores and error category; False when there is nothing to redo."""
+        from ...errors import AssayError
+        from ...permissions.jail import RUNTIME_IMPLICIT
+        from ...permissions.model import AXES, PermissionSet
+        from .permission import _static_scores, error_category
+
+        spec = case.get("permission_spec")
+        if not isinstance(spec, Mapping):
+            return False
+        policy = permission.get("policy")
+        policy_doc = None if policy is None else {axis: list(policy.get(axis) or []) for axis in AXES}
+        try:
+            if permission.get("policy_mode") == "generated" and policy_doc is not None:
+                static = _static_scores(self._layout(case_id, case), spec, policy_doc)
+                if static != permission.get("static"):
+                    mismatch(
+                        line,
+                        "/stages/permission/static",
+                        f"permission static scores are not what the recorded policy scores ({where})",
+                    )
+                    return True
+            dynamic = permission.get("dynamic") or {}
+            required = PermissionSet.from_mapping(spec["required_permissions"])
+            implicit = PermissionSet.from_mapping(spec.get("implicit_permissions")).union(RUNTIME_IMPLICIT)
+            enforced = (
+                None
+                if permission.get("policy_mode") == "unrestricted"
+                else PermissionSet.from_mapping(policy_doc or {})
+            )
+            category = (
+                error_category(
+                    bool(case.get("sensitive")),
+                    bool(dynamic.get("utility_success")),
+                    dynamic.get("attack_success"),
+                    list(dynamic.get("denials") or []),
+                    required,
+                    enforced.union(implicit) if enforced else None,
+                )
+                if permission.get("policy_mode") != "unrestricted"
+                else None
+            )
+        except (AssayError, KeyError, TypeError, ValueError, OSError):
+            return False
+        if category != permission.get("error_category"):
+            mismatch(
+                line,
+                "/stages/permission/error_category",
+                f"permission error_category is recorded as {permission.get('error_category')!r}, the recorded "
+                f"policy, denials and verifier outcomes give {category!r} ({where})",
+            )
+        return True
+
+
+def _rederive_exec(
+    execution: Mapping[str, Any],
+    case: Mapping[str, Any],
+    oracles: Mapping[str, Any],
+    line: int,
+    where: str,
+    mismatch: Callable[[int, str, str], None],
+) -> bool:
+    """The exec verdicts again, from the recorded tool calls, state diff and final answer; False if not possible."""
+    from ...errors import AssayError
+    from .exec import exec_outcome
+
+    transcript = execution.get("transcript") or {}
+    final = next(
+        (
+            str(message.get("content") or "")
+            for message in reversed(transcript.get("messages") or [])
+            if message.get("role") == "assistant" and not message.get("tool_calls")
+        ),
+        "",
+    )
+    try:
+        derived = exec_outcome(
+            case, oracles, list(transcript.get("tool_calls") or []), list(execution.get("state_diff") or []), final
+        )
+    except (AssayError, KeyError, TypeError, ValueError):
+        return False  # an oracle this validator lacks (named by the reference checks) or a record it cannot read
+    for field in _EXEC_VERDICTS:
+        if execution.get(field) != derived.get(field):
+            recorded, again = execution.get(field), derived.get(field)
+            if field == "oracle_results":
+                recorded = [(r.get("oracle"), r.get("fired")) for r in recorded or []]
+                again = [(r.get("oracle"), r.get("fired")) for r in again or []]
+            mismatch(
+                line,
+                f"/stages/exec/{field}",
+                f"exec {field} is recorded as {recorded!r}, the case's oracles give {again!r} from the recorded "
+                f"tool calls and state diff ({where})",
+            )
+            return True
+    return True
