@@ -148,3 +148,28 @@ def test_a_relabelled_conversation_is_refused_by_the_designs_own_rederiver(socia
     validated = assay_cli("validate", str(bundle), env=social)
     assert validated.returncode == 1
     assert f"{target + 1}: /stages/{STAGE}/compromised: compromised is recorded as False" in validated.stdout
+
+
+def test_replay_makes_the_designs_recorded_calls_again(social_run, social, assay_cli, tmp_path):
+    """--replay runs the design's own replayer: an edited tool answer is caught, the honest run is not."""
+    import shutil
+
+    from assay.bundle import seal_bundle
+
+    honest = assay_cli("validate", "--replay", str(social_run), env=social)
+    assert honest.returncode == 0, honest.stdout + honest.stderr
+    assert "36 verdicts re-derived, 36 x-social.conversation rows replayed" in honest.stderr
+    bundle = tmp_path / "bundle"
+    shutil.copytree(social_run, bundle)
+    rows = [json.loads(line) for line in (bundle / "rows.jsonl").read_text().splitlines()]
+    target = next(i for i, row in enumerate(rows) if row["key"]["endpoint"] == "social-agent")
+    for message in rows[target]["transcript"]["messages"]:
+        if message["role"] == "tool":
+            message["content"] = "error: the account is locked"  # as if the reset had been refused
+    (bundle / "rows.jsonl").write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    seal_bundle(bundle, pack=json.loads((bundle / "bundle.json").read_text())["pack"], row_count=len(rows))
+    replayed = assay_cli("validate", "--replay", str(bundle), env=social)
+    assert replayed.returncode == 1
+    assert f"rows.jsonl:{target + 1}: /transcript/tool_calls/0: tool call 0 (social_reset_password) answers" in (
+        replayed.stdout
+    )

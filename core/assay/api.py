@@ -25,7 +25,9 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   over a :class:`ReportPanel` into :class:`MainSection` and :class:`Table`.
 * Re-deriving a stage's recorded verdicts (``Stage.rederiver``):
   :class:`RederiveSetup`, :class:`Rederived`, :func:`run_deterministic` and
-  :class:`NotDeterministic` (see :mod:`assay.rederive`).
+  :class:`NotDeterministic`; replaying its recorded actions
+  (``Stage.replayer``): :class:`ReplaySetup`, :class:`Replayed` (see
+  :mod:`assay.rederive`).
 * Statistics a metric reports with: :func:`rate` and :func:`wilson_interval`
   (the helpers the built-in metrics use).
 * Errors: :class:`BackendError` (a model call failed for good),
@@ -64,7 +66,7 @@ from .engine.stages.context import StageContext
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
 from .packs import Pack
-from .rederive import NotDeterministic, Rederived, RederiveSetup, run_deterministic
+from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, ReplaySetup, run_deterministic
 from .stats import rate, wilson_interval
 
 if TYPE_CHECKING:
@@ -110,6 +112,8 @@ __all__ = [
     "RederiveSetup",
     "Rederived",
     "Register",
+    "ReplaySetup",
+    "Replayed",
     "ReportPanel",
     "ReportSection",
     "RowProblem",

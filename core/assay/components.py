@@ -102,8 +102,10 @@ class Stage:
     row beyond the schema for this stage (see :class:`RowProblem`);
     ``rederiver`` (optional) makes what re-derives its recorded verdicts from
     the rest of a row, so that the validator refuses a relabelled one (see
-    :mod:`assay.rederive`). The engine runs a case's stages in one fixed order: the spec's stages in the
-    spec's order, then the others by name, each after what it needs.
+    :mod:`assay.rederive`); ``replayer`` (optional) makes what replays a
+    row's recorded actions for ``assay validate --replay``. The engine runs
+    a case's stages in one fixed order: the spec's stages in the spec's
+    order, then the others by name, each after what it needs.
     """
 
     name: str
@@ -116,6 +118,7 @@ class Stage:
         default=None, repr=False
     )
     rederiver: Callable[[Any], Any] | None = field(default=None, repr=False)
+    replayer: Callable[[Any], Any] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

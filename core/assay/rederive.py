@@ -16,6 +16,12 @@ oracles, the pack's files). Its ``check(row, case, shared)`` returns a
 one stage did that the next may reuse). A problem stops the re-derivation of
 the stages that need this one (their inputs are then in doubt). A rederiver
 may have ``close()``, called when the batch is done.
+
+Re-derivation trusts what a row says its actions did (the tool results, the
+state diff). ``assay validate --replay`` goes further for stages that
+register a *replayer* (:attr:`assay.components.Stage.replayer`): the recorded
+actions are made again in a fresh sandbox, and what they give must be what
+the row records (:class:`Replayer`, :class:`Replayed`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,17 @@ from typing import Any, Protocol, TypeVar
 
 from .components import RowProblem
 
-__all__ = ["NotDeterministic", "RederiveSetup", "Rederived", "Rederiver", "key_text", "run_deterministic"]
+__all__ = [
+    "NotDeterministic",
+    "RederiveSetup",
+    "Rederived",
+    "Rederiver",
+    "ReplaySetup",
+    "Replayed",
+    "Replayer",
+    "key_text",
+    "run_deterministic",
+]
 
 _T = TypeVar("_T")
 
@@ -80,6 +96,39 @@ def run_deterministic(coroutine: Coroutine[Any, Any, _T]) -> _T:
         return result
     coroutine.close()
     raise NotDeterministic
+
+
+@dataclass(frozen=True)
+class ReplaySetup:
+    """What a replayer may use (``assay validate --replay``): the run manifest, the registered sandboxes and oracles by
+    name, and the pack's root."""
+
+    run: Mapping[str, Any]
+    sandboxes: Mapping[str, Any] = field(default_factory=dict)
+    oracles: Mapping[str, Any] = field(default_factory=dict)
+    pack_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What replaying one row found: whether it was replayed (False: the stage leaves this row out, or ``problem``
+    says why it could not be), and, for a replayed row, the recorded outcome the replay does not give."""
+
+    replayed: bool = False
+    problem: RowProblem | None = None
+
+
+class Replayer(Protocol):
+    """Makes a row's recorded actions again, where a stage's verdicts rest on what actions did (``Stage.replayer``).
+
+    ``unavailable`` is why nothing can be replayed (its sandbox is not installed, say), else None.
+    """
+
+    unavailable: str | None
+
+    async def replay(self, row: Mapping[str, Any], case: Mapping[str, Any]) -> Replayed:
+        """Replay one row that carries the stage."""
+        ...
 
 
 def key_text(key: Mapping[str, Any]) -> str:

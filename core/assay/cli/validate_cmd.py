@@ -76,8 +76,8 @@ def _summary(facts: dict[str, Any]) -> str:
         parts.append(f"{facts['metrics_checked']} claimed numbers recomputed")
     if facts.get("verdicts_rederived"):
         parts.append(f"{facts['verdicts_rederived']} verdicts re-derived")
-    if facts.get("exec_rows_replayed") is not None:
-        parts.append(f"{facts['exec_rows_replayed']} exec rows replayed")
+    for fact in sorted(fact for fact in facts if fact.endswith("_rows_replayed")):
+        parts.append(f"{facts[fact]} {fact.removesuffix('_rows_replayed')} rows replayed")
     if facts.get("digest"):
         parts.append(str(facts["digest"]))
     if "signer" in facts:

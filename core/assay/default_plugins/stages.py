@@ -60,6 +60,16 @@ def _rederiver(name: str) -> Callable[[Any], Any]:
     return make
 
 
+def _replayer(name: str) -> Callable[[Any], Any]:
+    """The built-in ``<Name>Replayer`` of :mod:`assay.engine.stages.replay`, imported when a replay needs it."""
+
+    def make(setup: Any) -> Any:
+        module = importlib.import_module("assay.engine.stages.replay")
+        return getattr(module, f"{name.capitalize()}Replayer")(setup)
+
+    return make
+
+
 def audit_gate(row: Mapping[str, Any], planned: frozenset[str]) -> list[RowProblem]:
     """The audit runs on exactly the CoreFail rows: its ``selected`` is ``semantic.core_fail is true``, and a
     CoreFail row of a run that plans the audit has an audit outcome (or an error saying why it has none)."""
@@ -116,6 +126,7 @@ STAGES = (
         kinds=("attack", "benign"),
         outcome_schema=_outcome("exec"),
         run=_runner("exec"),
+        replayer=_replayer("exec"),
         rederiver=_rederiver("exec"),
     ),
     Stage(
@@ -124,6 +135,7 @@ STAGES = (
         kinds=("trajectory",),
         outcome_schema=_outcome("trajectory"),
         run=_runner("trajectory"),
+        replayer=_replayer("trajectory"),
     ),
     Stage(
         "permission",

@@ -347,14 +347,11 @@ def _check_contents(
         if rows is None:
             return
         if replay and pack is not None and case_of is not None:
-            from ._replay import replay_exec, replay_trajectory
+            from ._replay import replay_rows
 
-            report.facts["exec_rows_replayed"] = replay_exec(
-                rows, lines, run, case_of, registry, pack.root, name(rows_rel), report
-            )
-            report.facts["trajectory_rows_replayed"] = replay_trajectory(
-                rows, lines, case_of, registry, pack.root, name(rows_rel), report
-            )
+            replayed = replay_rows(rows, lines, run, case_of, registry, pack.root, name(rows_rel), report)
+            for stage, count in replayed.items():
+                report.facts[f"{stage}_rows_replayed"] = count
         if len(rows) != manifest["rows"]["count"]:
             report.add(
                 name(BUNDLE_MANIFEST),

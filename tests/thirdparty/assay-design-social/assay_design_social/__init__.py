@@ -13,7 +13,7 @@ from assay.api import CaseKind, Channel, Family, ReportSection, Stage, hookimpl
 from .agent import HelpdeskAgentBackend
 from .desk import TOOLS, DeskSandbox
 from .reporting import COMPROMISED, CompromiseRate, compromise_table
-from .stage import NAME, OUTCOME_SCHEMA, ConversationRederiver, run_conversation
+from .stage import NAME, OUTCOME_SCHEMA, ConversationRederiver, ConversationReplayer, run_conversation
 
 KIND = "x-social.conversation"
 CALLER = "x-social.caller_turn"
@@ -42,6 +42,7 @@ def register_stages(register) -> None:
             outcome_schema=OUTCOME_SCHEMA,
             run=run_conversation,
             rederiver=ConversationRederiver,
+            replayer=ConversationReplayer,
         )
     )
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from assay.api import ChatRequest, Rederived, RederiveSetup, RowProblem, StageContext
+from assay.api import ChatRequest, Rederived, RederiveSetup, Replayed, ReplaySetup, RowProblem, StageContext
 
 from .desk import DeskSandbox
 
@@ -90,6 +91,30 @@ class ConversationRederiver:
             kind="integrity",
         )
         return Rederived(1, (problem,))
+
+
+class ConversationReplayer:
+    """``assay validate --replay``: the recorded helpdesk calls made again on a fresh desk must answer as recorded."""
+
+    unavailable: str | None = None
+
+    def __init__(self, setup: ReplaySetup) -> None:
+        self.pack_root = setup.pack_root
+
+    async def replay(self, row: dict[str, Any], case: dict[str, Any]) -> Replayed:
+        """Replay one conversation's tool calls in order."""
+        messages = row.get("transcript", {}).get("messages", [])
+        results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
+        desk = DeskSandbox().create(case, pack_root=self.pack_root or Path("."))
+        try:
+            for index, call in enumerate(row.get("transcript", {}).get("tool_calls", [])):
+                if await desk.call(call["name"], call["arguments"]) != results.get(call["id"]):
+                    message = f"tool call {index} ({call['name']}) answers otherwise when made again"
+                    return Replayed(True, RowProblem(f"/transcript/tool_calls/{index}", message, "replay-mismatch",
+                                                     kind="integrity"))  # fmt: skip
+        finally:
+            desk.close()
+        return Replayed(True)
 
 
 async def run_conversation(context: StageContext) -> None:
