@@ -552,7 +552,8 @@ def _extension_stages(
             continue
         pointer = f"/stage_schemas/{stage}"
         installed = registry.registration("stages", stage)
-        wanted = f"{entry['distribution']}=={entry['version']}" if entry["distribution"] else None
+        distribution, version = entry["distribution"], entry["version"]
+        wanted = (distribution if version is None else f"{distribution}=={version}") if distribution else None
         if installed is None:
             hint = (
                 f"install it (pip install '{wanted}') and validate again"
