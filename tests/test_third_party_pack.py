@@ -9,11 +9,12 @@ processes (``python -m assay.cli``) that see it only through PYTHONPATH.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import install_privately
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "plugins" / "publishing-a-pack.md"
@@ -111,19 +112,10 @@ def test_a_pack_written_from_the_guide_installs_and_validates(scratch_venv, tmp_
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), locked.stdout
     assert digest in guide, "the digest shown in the guide is not what `assay pack lock` gives for its files"
 
-    # Install exactly as a user would, into a private target directory.
+    # Install exactly as a user would, into a private target directory: the pack is visible to the child
+    # processes only through PYTHONPATH.
     site = tmp_path / "site"
-    installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(distribution)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    # The pack is visible to the child processes only through PYTHONPATH.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    for switch in ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD"):
-        env.pop(switch, None)
+    env = install_privately([distribution], site)
 
     before = assay("packs", "--json")
     assert PACK_NAME not in {row["name"] for row in json.loads(before.stdout)}, "the pack is installed already"
