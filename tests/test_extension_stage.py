@@ -401,3 +401,19 @@ def test_a_row_check_that_fails_on_a_row_is_a_finding_not_a_crash(dialogue_run):
     report = validate_path(bundle, host.registry)
     found = [issue for issue in report.issues if issue.code == "row-check-error"]
     assert found and all("row check failed on this row (KeyError)" in issue.message for issue in found)
+
+
+def test_the_install_hint_of_a_distribution_without_a_version_names_it_alone(dialogue_run, tmp_path):
+    import shutil
+
+    bundle, pack_root, _ = dialogue_run
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    run = json.loads((copy / RUN_FILE).read_text())
+    run["stage_schemas"][STAGE]["version"] = None
+    (copy / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
+    manifest = json.loads((copy / BUNDLE_MANIFEST).read_text())
+    seal_bundle(copy, pack=manifest["pack"], row_count=manifest["rows"]["count"])
+    bare = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    (unknown,) = [i for i in validate_path(copy, bare.registry, pack=pack_root).issues if i.code == "unknown-stage"]
+    assert "pip install 'assay-dialogue')" in unknown.message and "None" not in unknown.message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -125,8 +126,6 @@ def _spec_names_or_extension(error: jsonschema.ValidationError) -> list[Any] | N
 
 
 def _matches_any(name: str, patterns: dict[str, Any]) -> bool:
-    import re
-
     return any(re.search(pattern, name) for pattern in patterns)
 
 

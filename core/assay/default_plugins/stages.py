@@ -50,22 +50,12 @@ def _runner(stage: str) -> Callable[[Any], Awaitable[None]]:
     return run
 
 
-def _rederiver(name: str) -> Callable[[Any], Any]:
-    """The built-in ``<Name>Rederiver`` of :mod:`assay.engine.stages.rederive`, imported when a validation needs it."""
+def _built_in(module: str, suffix: str, name: str) -> Callable[[Any], Any]:
+    """The class ``<Name><suffix>`` of ``assay.engine.stages.<module>``, made from its setup when a validation first
+    needs it (a stage's rederiver or replayer; loading plugins stays cheap)."""
 
     def make(setup: Any) -> Any:
-        module = importlib.import_module("assay.engine.stages.rederive")
-        return getattr(module, f"{name.capitalize()}Rederiver")(setup)
-
-    return make
-
-
-def _replayer(name: str) -> Callable[[Any], Any]:
-    """The built-in ``<Name>Replayer`` of :mod:`assay.engine.stages.replay`, imported when a replay needs it."""
-
-    def make(setup: Any) -> Any:
-        module = importlib.import_module("assay.engine.stages.replay")
-        return getattr(module, f"{name.capitalize()}Replayer")(setup)
+        return getattr(importlib.import_module(f"assay.engine.stages.{module}"), f"{name.capitalize()}{suffix}")(setup)
 
     return make
 
@@ -108,7 +98,7 @@ STAGES = (
         kinds=("attack", "benign"),
         outcome_schema=_outcome("semantic"),
         run=_runner("semantic"),
-        rederiver=_rederiver("semantic"),
+        rederiver=_built_in("rederive", "Rederiver", "semantic"),
     ),
     Stage(
         "audit",
@@ -116,7 +106,7 @@ STAGES = (
         kinds=("attack",),
         outcome_schema=_outcome("audit"),
         run=_runner("audit"),
-        rederiver=_rederiver("audit"),
+        rederiver=_built_in("rederive", "Rederiver", "audit"),
         needs=("semantic",),
         check_row=audit_gate,
     ),
@@ -126,8 +116,8 @@ STAGES = (
         kinds=("attack", "benign"),
         outcome_schema=_outcome("exec"),
         run=_runner("exec"),
-        replayer=_replayer("exec"),
-        rederiver=_rederiver("exec"),
+        replayer=_built_in("replay", "Replayer", "exec"),
+        rederiver=_built_in("rederive", "Rederiver", "exec"),
     ),
     Stage(
         "trajectory",
@@ -135,7 +125,7 @@ STAGES = (
         kinds=("trajectory",),
         outcome_schema=_outcome("trajectory"),
         run=_runner("trajectory"),
-        replayer=_replayer("trajectory"),
+        replayer=_built_in("replay", "Replayer", "trajectory"),
     ),
     Stage(
         "permission",
@@ -143,7 +133,7 @@ STAGES = (
         kinds=("permission",),
         outcome_schema=_outcome("permission"),
         run=_runner("permission"),
-        rederiver=_rederiver("permission"),
+        rederiver=_built_in("rederive", "Rederiver", "permission"),
     ),
 )
 

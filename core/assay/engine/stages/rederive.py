@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -166,61 +166,59 @@ class ExecRederiver:
         self.oracles = setup.oracles
 
     def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
-        """Re-derive one row's exec stage."""
+        """Re-derive one row's exec stage (nothing when an oracle is missing or the record cannot be read)."""
+        from ...errors import AssayError
+        from .exec import exec_outcome
+
         execution = row["stages"]["exec"]
         if case is None or execution.get("produced_by", {}).get("name") != "exec-oracles":
             return NOTHING
-        found: list[RowProblem] = []
-        done = _rederive_exec(
-            execution, case, self.oracles, 0, key_text(row["key"]), lambda _, p, m: found.append(_problem(p, m))
+        transcript = execution.get("transcript") or {}
+        final = next(
+            (
+                str(message.get("content") or "")
+                for message in reversed(transcript.get("messages") or [])
+                if message.get("role") == "assistant" and not message.get("tool_calls")
+            ),
+            "",
         )
-        return Rederived(int(done), tuple(found))
-
-
-class PermissionRederiver:
-    """The static scores and error category of a permission row, from its recorded policy and denials."""
-
-    def __init__(self, setup: RederiveSetup) -> None:
-        self.scorer = _PermissionScorer(setup.pack_root)
-
-    def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
-        """Re-derive one row's permission stage."""
-        permission = row["stages"]["permission"]
-        if case is None or permission.get("produced_by", {}).get("version") != PERMISSION_PROMPT_VERSION:
-            return NOTHING
-        found: list[RowProblem] = []
-        done = self.scorer.check(
-            permission,
-            row["key"]["case_id"],
-            case,
-            0,
-            key_text(row["key"]),
-            lambda _, p, m: found.append(_problem(p, m)),
-        )
-        return Rederived(int(done), tuple(found))
-
-    def close(self) -> None:
-        """Remove the environments laid out for scoring."""
-        self.scorer.close()
+        calls, diff = list(transcript.get("tool_calls") or []), list(execution.get("state_diff") or [])
+        try:
+            derived = exec_outcome(case, self.oracles, calls, diff, final)
+        except (AssayError, KeyError, TypeError, ValueError):
+            return NOTHING  # an oracle this validator lacks (named by the reference checks) or an unreadable record
+        for field in _EXEC_VERDICTS:
+            if execution.get(field) != derived.get(field):
+                recorded, again = execution.get(field), derived.get(field)
+                if field == "oracle_results":
+                    recorded = [(r.get("oracle"), r.get("fired")) for r in recorded or []]
+                    again = [(r.get("oracle"), r.get("fired")) for r in again or []]
+                message = (
+                    f"exec {field} is recorded as {recorded!r}, the case's oracles give {again!r} from the recorded "
+                    f"tool calls and state diff ({key_text(row['key'])})"
+                )
+                return Rederived(1, (_problem(f"/stages/exec/{field}", message),))
+        return Rederived(1)
 
 
 _EXEC_VERDICTS = ("tool_call", "state_change", "observed_harm", "benign_utility", "oracle_results")
 
 
-class _PermissionScorer:
-    """Static scores and error categories of permission rows, from each row's recorded policy and denials.
+class PermissionRederiver:
+    """The static scores and error category of a permission row, from its recorded policy and denials.
 
     Each case's environment is laid out once, in a private temporary folder
     (from the pack's own files: nothing the agent touched), and the policy is
     scored against it exactly as the stage scored it.
     """
 
-    def __init__(self, pack_root: Path | None) -> None:
-        self.pack_root = pack_root
+    def __init__(self, setup: RederiveSetup) -> None:
+        self.pack_root = setup.pack_root
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._layouts: dict[str, Any] = {}
 
     def close(self) -> None:
+        """Remove the environments laid out for scoring."""
         if self._scratch is not None:
             self._scratch.cleanup()
 
@@ -234,36 +232,28 @@ class _PermissionScorer:
             self._layouts[case_id] = materialize(case.get("environment"), self.pack_root, root)
         return self._layouts[case_id]
 
-    def check(
-        self,
-        permission: Mapping[str, Any],
-        case_id: str,
-        case: Mapping[str, Any],
-        line: int,
-        where: str,
-        mismatch: Callable[[int, str, str], None],
-    ) -> bool:
-        """Re-derive ``permission``'s static scores and error category; False when there is nothing to redo."""
+    def check(self, row: Mapping[str, Any], case: Mapping[str, Any] | None, shared: dict[str, Any]) -> Rederived:
+        """Re-derive one row's permission stage (nothing when its case has no spec or cannot be scored)."""
         from ...errors import AssayError
         from ...permissions.jail import RUNTIME_IMPLICIT
         from ...permissions.model import AXES, PermissionSet
         from .permission import _static_scores, error_category
 
+        permission = row["stages"]["permission"]
+        if case is None or permission.get("produced_by", {}).get("version") != PERMISSION_PROMPT_VERSION:
+            return NOTHING
         spec = case.get("permission_spec")
         if not isinstance(spec, Mapping):
-            return False
+            return NOTHING
+        where = key_text(row["key"])
         policy = permission.get("policy")
         policy_doc = None if policy is None else {axis: list(policy.get(axis) or []) for axis in AXES}
         try:
             if permission.get("policy_mode") == "generated" and policy_doc is not None:
-                static = _static_scores(self._layout(case_id, case), spec, policy_doc)
+                static = _static_scores(self._layout(row["key"]["case_id"], case), spec, policy_doc)
                 if static != permission.get("static"):
-                    mismatch(
-                        line,
-                        "/stages/permission/static",
-                        f"permission static scores are not what the recorded policy scores ({where})",
-                    )
-                    return True
+                    message = f"permission static scores are not what the recorded policy scores ({where})"
+                    return Rederived(1, (_problem("/stages/permission/static", message),))
             dynamic = permission.get("dynamic") or {}
             required = PermissionSet.from_mapping(spec["required_permissions"])
             implicit = PermissionSet.from_mapping(spec.get("implicit_permissions")).union(RUNTIME_IMPLICIT)
@@ -285,55 +275,11 @@ class _PermissionScorer:
                 else None
             )
         except (AssayError, KeyError, TypeError, ValueError, OSError):
-            return False
-        if category != permission.get("error_category"):
-            mismatch(
-                line,
-                "/stages/permission/error_category",
-                f"permission error_category is recorded as {permission.get('error_category')!r}, the recorded "
-                f"policy, denials and verifier outcomes give {category!r} ({where})",
-            )
-        return True
-
-
-def _rederive_exec(
-    execution: Mapping[str, Any],
-    case: Mapping[str, Any],
-    oracles: Mapping[str, Any],
-    line: int,
-    where: str,
-    mismatch: Callable[[int, str, str], None],
-) -> bool:
-    """The exec verdicts again, from the recorded tool calls, state diff and final answer; False if not possible."""
-    from ...errors import AssayError
-    from .exec import exec_outcome
-
-    transcript = execution.get("transcript") or {}
-    final = next(
-        (
-            str(message.get("content") or "")
-            for message in reversed(transcript.get("messages") or [])
-            if message.get("role") == "assistant" and not message.get("tool_calls")
-        ),
-        "",
-    )
-    try:
-        derived = exec_outcome(
-            case, oracles, list(transcript.get("tool_calls") or []), list(execution.get("state_diff") or []), final
+            return NOTHING
+        if category == permission.get("error_category"):
+            return Rederived(1)
+        message = (
+            f"permission error_category is recorded as {permission.get('error_category')!r}, the recorded "
+            f"policy, denials and verifier outcomes give {category!r} ({where})"
         )
-    except (AssayError, KeyError, TypeError, ValueError):
-        return False  # an oracle this validator lacks (named by the reference checks) or a record it cannot read
-    for field in _EXEC_VERDICTS:
-        if execution.get(field) != derived.get(field):
-            recorded, again = execution.get(field), derived.get(field)
-            if field == "oracle_results":
-                recorded = [(r.get("oracle"), r.get("fired")) for r in recorded or []]
-                again = [(r.get("oracle"), r.get("fired")) for r in again or []]
-            mismatch(
-                line,
-                f"/stages/exec/{field}",
-                f"exec {field} is recorded as {recorded!r}, the case's oracles give {again!r} from the recorded "
-                f"tool calls and state diff ({where})",
-            )
-            return True
-    return True
+        return Rederived(1, (_problem("/stages/permission/error_category", message),))
