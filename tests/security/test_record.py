@@ -298,6 +298,18 @@ def test_a_thread_execve_is_joined_across_the_pid_change():
     assert accessed.execute == ("/bin/bash",)
 
 
+def test_a_thread_execve_is_joined_when_strace_reports_it_unfinished_then_superseded():
+    """strace's other form of a thread's execve (seen in 1 of 6 runs here): the thread's call left unfinished, the
+    leader superseded, the call resumed under the leader's pid. The execute right must still be recorded."""
+    text = (
+        '14656 execve("/bin/bash", ["bash", "-c", "echo ran"], 0x7ffdec30c9c8 /* 4 vars */ <unfinished ...>\n'
+        "14652 ???(14652 +++ superseded by execve in pid 14656 +++\n"
+        "14652 <... execve resumed>)             = 0\n"
+    )
+    accessed, _ = parse_strace(text)
+    assert accessed.execute == ("/bin/bash",)
+
+
 @pytest.mark.usefixtures("confinement", "strace")
 def test_the_box_cannot_read_its_own_set_up(layout):
     """The box's spec (host paths, rules, the trace marker) is handed over on a descriptor, not in an argv."""

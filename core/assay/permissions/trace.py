@@ -55,6 +55,8 @@ _PIDNS = re.compile(r"/\* (\d+) in strace's PID NS \*/")
 # A descriptor as -y prints it: ``3</path>``, and ``3</path>(deleted)`` once the file is unlinked.
 _FD = re.compile(r"^(?P<fd>AT_FDCWD|-?\d+)(?:<(?P<path>.*)>(?:\(deleted\))?)?$", re.S)
 _PID_CHANGED = re.compile(r"\s*<pid changed to (?P<pid>\d+) \.\.\.>$")
+# strace's other report of a thread's execve: the leader's line names the thread whose call supersedes it.
+_SUPERSEDED = re.compile(r"\+\+\+ superseded by execve in pid (?P<pid>\d+) \+\+\+")
 # bind() of a pathname UNIX socket makes a file (Landlock's MAKE_SOCK right); an abstract one (``@"..."``) does not.
 _SUN_PATH = re.compile(r'sun_path=("(?:[^"\\]|\\.)*")')
 
@@ -285,7 +287,12 @@ def _calls(text: str) -> Iterator[_Call]:
         pid_text = match.group("pid") or match.group("bpid")
         pid = int(pid_text) if pid_text else None
         rest = match.group("rest").strip()
-        if not rest or rest.startswith(("---", "+++", "strace:")):
+        superseded = _SUPERSEDED.search(rest)
+        if superseded and pid is not None and int(superseded.group("pid")) in pending:
+            # The thread's execve, left unfinished, resumes under the leader's pid: move its first half there.
+            pending[pid] = pending.pop(int(superseded.group("pid")))
+            continue
+        if not rest or rest.startswith(("---", "+++", "strace:")) or superseded:
             continue
         changed = _PID_CHANGED.search(rest)
         if changed:
