@@ -31,12 +31,12 @@ import sys
 import time
 from pathlib import Path
 
+from assay.designs.permission.environment import materialize
+from assay.designs.permission.jail import run_in_jail
+from assay.designs.staged.sandbox import LocalSandboxFactory
 from assay.errors import ConfinementError
-from assay.permissions.environment import materialize
-from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.sandboxes.box import box_dir, check_box, remove_box_dir
-from assay.sandboxes.local import LocalSandboxFactory
 
 TARGET_ENFORCED_S = 0.25
 ENVIRONMENT = {

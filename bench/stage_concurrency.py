@@ -31,8 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from assay.designs.permission import stage as permission
+from assay.designs.trajectory import stage as trajectory
 from assay.engine.run import RunSettings, execute_run
-from assay.engine.stages import permission, trajectory
 from assay.plugins import load_plugins
 from assay.testing.openai_server import spawn_server, stop_server
 

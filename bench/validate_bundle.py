@@ -38,10 +38,10 @@ from pathlib import Path
 
 import orjson
 
+from assay.designs.staged.synthetic import SyntheticPlan, build_bundle
 from assay.packs import Pack, lock_manifest
 from assay.plugins import Registry, load_plugins
 from assay.schemas import spec_schemas
-from assay.synthetic import SyntheticPlan, build_bundle
 from assay.validate import validate_path
 
 FAMILIES = ("DPI", "IPI", "TRI", "MPI", "MEX", "ADI")

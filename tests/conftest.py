@@ -43,9 +43,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from assay.designs.staged.synthetic import SyntheticPlan, build_bundle
 from assay.packs import Pack
 from assay.plugins import load_plugins
-from assay.synthetic import SyntheticPlan, build_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_DIST = REPO / "plugins" / "assay-pack-example"

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from assay.designs.permission.environment import materialize
+from assay.designs.permission.jail import run_in_jail
+from assay.designs.permission.scoring import score_policy
 from assay.packs import Pack
-from assay.permissions.environment import materialize
-from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.patterns import matches
-from assay.permissions.scoring import score_policy
 
 ROOT = Path(__file__).resolve().parents[1] / "plugins" / "assay-pack-authbench"
 PACK_DIR = ROOT / "src" / "assay_pack_authbench" / "pack"

@@ -571,8 +571,8 @@ def test_a_state_diff_the_calls_do_not_make_is_caught_by_replay(honest_exec, hos
     else:
         execution["transcript"]["tool_calls"].pop()
         execution["transcript"]["tool_results"].pop()
+    from assay.designs.staged.exec import exec_outcome
     from assay.documents import load_document
-    from assay.engine.stages.exec import exec_outcome
     from assay.packs import Pack
 
     pack = Pack.from_directory(EXAMPLE_PACK)

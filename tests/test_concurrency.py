@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from assay.designs.permission import stage as permission
+from assay.designs.trajectory import stage as trajectory
 from assay.engine.run import RunSettings, execute_run
-from assay.engine.stages import permission, trajectory
 
 
 class Meeting:

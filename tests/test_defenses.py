@@ -6,9 +6,10 @@ from itertools import pairwise
 
 import pytest
 
-from assay.default_plugins.conditions import CONDITIONS
-from assay.default_plugins.defenses import DEFENSES
-from assay.engine.prompts import SYSTEM_PROMPT, semantic_messages
+from assay.designs.permission.plugin import BASELINES
+from assay.designs.staged.defenses import DEFENSES
+from assay.designs.staged.prompts import SYSTEM_PROMPT, semantic_messages
+from assay.designs.trajectory.conditions import CONDITIONS
 from assay.hashing import digest_document
 from assay.plugins import load_plugins
 from assay.schemas import spec_schemas
@@ -45,7 +46,7 @@ def _text(defenses, name: str) -> str:
 def test_the_ten_conditions_are_registered_in_order(defenses):
     registry, by_name = defenses
     assert set(registry.names("defenses")) == set(ORDER) | set(PROMPT_CONDITIONS)
-    assert [d.name for d in DEFENSES] == ORDER and [c.name for c in CONDITIONS] == PROMPT_CONDITIONS
+    assert [d.name for d in DEFENSES] == ORDER and [c.name for c in (*CONDITIONS, *BASELINES)] == PROMPT_CONDITIONS
     for name, defense in by_name.items():
         assert defense.document["id"] == name
 

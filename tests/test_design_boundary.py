@@ -3,9 +3,9 @@
 The import graph of ``core/assay`` is read from the source (every ``import``,
 at module level or inside a function); from each generic module, every module
 it can reach through imports is followed, and reaching a design module fails
-with the chain that leads there. The generic set grows as the designs leave
-core (issue 13, item 3): today the validator, the plugin contract and the
-spec machinery; next the engine's driver, the reports and the CLI.
+with the chain that leads there. Designs are independent of one another too:
+none imports another. The built-in designs are registered by name in
+``DEFAULT_PLUGINS``, never imported.
 """
 
 from __future__ import annotations
@@ -18,44 +18,15 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[1] / "core"
 
-#: Modules (and packages, with everything below them) that hold one design's knowledge.
+#: The packages that hold the three designs, each a plugin registered only through the hooks.
 DESIGNS = (
-    "assay.engine.stages.semantic",
-    "assay.engine.stages.audit",
-    "assay.engine.stages.exec",
-    "assay.engine.stages.trajectory",
-    "assay.engine.stages.trajectory_scoring",
-    "assay.engine.stages.permission",
-    "assay.engine.stages.rederive",
-    "assay.engine.stages.replay",
-    "assay.permissions",
-    "assay.judges",
-    "assay.default_plugins",
-    "assay.reports._tables",
-    "assay.reports._permission_tables",
-    "assay.reports.trajectory_pairs",
-    "assay.review",
-    "assay.rejudge",
-    "assay.backends.scripted",
-    "assay.sandboxes",
+    "assay.designs.staged",
+    "assay.designs.trajectory",
+    "assay.designs.permission",
 )
 
-#: Modules (and packages) that must know no design.
-GENERIC = (
-    "assay.validate",
-    "assay.plugins",
-    "assay.hookspecs",
-    "assay.components",
-    "assay.extensions",
-    "assay.stage_order",
-    "assay.rederive",
-    "assay.schemas",
-    "assay.summary",
-    "assay.packs",
-    "assay.bundle",
-    "assay.hashing",
-    "assay.documents",
-)
+#: Everything else is generic core: the engine, validator, reports, CLI, plugin contract and sandboxes.
+GENERIC = ("assay",)
 
 
 def _module_name(path: Path) -> str:
@@ -98,7 +69,7 @@ def test_the_lists_name_modules_that_exist(graph):
 
 
 def test_no_generic_module_reaches_a_design(graph):
-    for start in sorted(module for module in graph if _within(module, GENERIC)):
+    for start in sorted(module for module in graph if _within(module, GENERIC) and not _within(module, DESIGNS)):
         came_from: dict[str, str | None] = {start: None}
         queue = deque([start])
         while queue:
@@ -118,5 +89,31 @@ def test_no_generic_module_reaches_a_design(graph):
 def test_the_check_sees_an_import_inside_a_function(tmp_path):
     """The attack this test guards against: a lazy import of a design, hidden in a function body."""
     source = tmp_path / "lazy.py"
-    source.write_text("def f():\n    from .engine.stages import audit\n    return audit\n")
-    assert "assay.engine.stages.audit" in _imports(source, "assay.lazy")
+    source.write_text("def f():\n    from .designs.staged import audit\n    return audit\n")
+    assert "assay.designs.staged.audit" in _imports(source, "assay.lazy")
+
+
+def test_no_generic_module_names_a_design_module_in_a_string():
+    """An import by name (``importlib``, ``lazy``) is an import too: only DEFAULT_PLUGINS names the designs."""
+    for path in sorted((CORE / "assay").rglob("*.py")):
+        name = _module_name(path)
+        if _within(name, DESIGNS) or name == "assay.plugins":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert "assay.designs." not in node.value.replace("assay.designs.<", ""), (
+                    f"{name} names a design module in a string: {node.value[:80]!r}"
+                )
+
+
+def test_no_design_imports_another(graph):
+    for design in DESIGNS:
+        for module in sorted(m for m in graph if _within(m, (design,))):
+            others = sorted(m for m in graph[module] if _within(m, DESIGNS) and not _within(m, (design,)))
+            assert not others, f"{module} (design {design}) imports another design: {', '.join(others)}"
+
+
+def test_every_design_is_a_default_plugin_and_nothing_else_names_one():
+    from assay.plugins import DEFAULT_PLUGINS
+
+    assert [p for p in DEFAULT_PLUGINS if p.startswith("assay.designs.")] == [f"{d}.plugin" for d in DESIGNS]

@@ -11,9 +11,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assay.backends.openai import OpenAIBackend, retry_after_seconds
+from assay.designs.staged.judges.llm import LLMJudge
 from assay.engine.messages import ChatRequest, fold_system
 from assay.engine.progress import Progress
-from assay.judges.llm import LLMJudge
 from assay.testing.openai_server import LoopbackServer
 
 CASE = {
@@ -119,7 +119,7 @@ _ECHO_ALPHABET = "ab <>[]/|INSTuserodlt_\n "
     picks=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80), st.text(alphabet=_ECHO_ALPHABET, max_size=30))),
 )
 def test_strip_echo_equals_the_reference_rule(prompt, picks):
-    from assay.judges._evidence import strip_echo
+    from assay.designs.staged.judges._evidence import strip_echo
 
     # Answers built from slices of the prompt plus stray text, so echoes, partial echoes and tails all occur.
     text = "\n".join(prompt[start : start + length] + extra for start, length, extra in picks)
@@ -151,7 +151,7 @@ _REFUSAL_GAPS = (" ", "  ", "\n", " " * 40, "\t" * 70, " lorem ipsum dolor sit a
 @example([("I", "\t" * 70), ("can't", " ")], "same", 500)  # a window that starts inside the whitespace after "I"
 @example([("x", " "), ("I", " " * 40), ("won't", " ")], "upper", 300)
 def test_the_refusal_shortcut_never_changes_the_answer(pieces, case, padding):
-    from assay.judges._evidence import _REFUSAL, refuses
+    from assay.designs.staged.judges._evidence import _REFUSAL, refuses
 
     # Neutral padding makes the text long enough that the windows are searched, not the whole text.
     text = "." * padding + "".join(piece + gap for piece, gap in pieces) + "." * padding

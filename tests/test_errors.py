@@ -10,9 +10,10 @@ import pytest
 import assay.cli
 from assay import errors, hookimpl
 from assay.backends import _http
+from assay.designs.permission import environment, jail
 from assay.documents import DocumentError
 from assay.engine import messages
-from assay.permissions import environment, jail, trace
+from assay.permissions import trace
 from assay.plugins import load_plugins
 from assay.sandboxes import landlock
 

@@ -148,7 +148,7 @@ def test_security_agent_pack_with_the_local_model_in_both_controller_modes(
         sample="stratified:2",
         seeds=[0, 1],
         defenses=["standard", "authorized"],
-        controller=controller,
+        stage_options={"controller": controller},
         max_model_calls=2,
         max_tokens=32,
         context_window=2,

@@ -14,8 +14,8 @@ from conftest import EXAMPLE_PACK, make_bundle
 import assay
 from assay.bundle import METRICS_FILE, seal_bundle, write_json_atomic
 from assay.components import Defense, MetricContext
-from assay.default_plugins.defenses import policy_document
 from assay.plugins import load_plugins
+from assay.policies import policy_document
 from assay.reports import read_bundle, recompute, render_html, render_markdown
 from assay.reports._model import FigurePoint, build_model
 from assay.reports.svg import spread_chart, trajectory_chart
@@ -616,10 +616,13 @@ def _random_rows(count: int, seed: int) -> list[dict]:
 
 def test_metrics_read_from_one_pass_equal_metrics_that_read_the_rows_themselves(monkeypatch):
     """The built-in metrics count from one read of each stage's rows; the numbers are those of reading them apart."""
-    import assay.default_plugins.metrics as metrics
+    import assay.metrics as metrics
+    from assay.designs.permission.metrics import METRICS as PERMISSION
+    from assay.designs.staged.metrics import METRICS as STAGED
+    from assay.designs.trajectory.metrics import METRICS as TRAJECTORY
 
     rows = _random_rows(400, seed=11)
-    names = [m.name for m in metrics.BUILTIN_METRICS]
+    names = [m.name for m in (*STAGED, *TRAJECTORY, *PERMISSION)]
     together = [value.to_document() for value in _compute(rows, *names)]
     monkeypatch.setattr(metrics, "_STAGE_TESTS", {})
     assert together == [value.to_document() for value in _compute(rows, *names)]
@@ -628,7 +631,7 @@ def test_metrics_read_from_one_pass_equal_metrics_that_read_the_rows_themselves(
 
 
 def test_a_test_that_fails_on_a_row_leaves_the_metrics_to_read_the_rows_themselves(monkeypatch):
-    import assay.default_plugins.metrics as metrics
+    import assay.metrics as metrics
 
     def fails(row):
         raise KeyError("a test that cannot read this row")
@@ -642,7 +645,7 @@ def test_a_test_that_fails_on_a_row_leaves_the_metrics_to_read_the_rows_themselv
 
 def test_the_built_in_metrics_read_only_the_row_members_they_declare(tmp_path, panel_host):
     """``reads`` is what lets a validation hold a fraction of each row: it must be the truth, for every metric."""
-    from assay.default_plugins.metrics import ROW_MEMBERS
+    from assay.metrics import ROW_MEMBERS
     from assay.packs import Pack
     from assay.summary import members_read
 

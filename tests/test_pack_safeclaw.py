@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from assay.default_plugins.oracles import STATE_CHANGED, TEXT_CONTAINS, TOOL_CALLED
-from assay.judges._evidence import attacker_indicators
-from assay.judges.rule import RuleJudgeInstance
+from assay.designs.staged.judges._evidence import attacker_indicators
+from assay.designs.staged.judges.rule import RuleJudgeInstance
 from assay.packs import Pack
 from assay.validate import validate_path
 

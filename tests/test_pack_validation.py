@@ -159,7 +159,7 @@ def test_single_json_policy_reports_json_lines(tmp_path, builtins_host):
 
 
 def test_defense_policy_document_digest(tmp_path, builtins_host):
-    from assay.default_plugins.defenses import D0
+    from assay.designs.staged.defenses import D0
 
     good = tmp_path / "d0.json"
     good.write_text(json.dumps(dict(D0.document), indent=2))

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from assay.designs.permission.environment import materialize
+from assay.designs.permission.stage import error_category, parse_policy
+from assay.designs.permission.universe import jail_realpath, scoring_universe
 from assay.engine.run import RunSettings, execute_run
-from assay.engine.stages.permission import error_category, parse_policy
 from assay.errors import UsageError
-from assay.permissions.environment import materialize
 from assay.permissions.model import PermissionSet
-from assay.permissions.universe import jail_realpath, scoring_universe
 from assay.schemas import CURRENT_SPEC_VERSION
 
 
@@ -195,9 +195,9 @@ def test_universe_and_symlink_resolution_follow_the_jail_view(tmp_path):
 
 def test_no_landlock_means_no_enforced_run(tmp_path, monkeypatch):
     # Unit-test double: pretend the kernel has no Landlock; the run must refuse before any item starts.
-    import assay.engine.run as run_module
+    import assay.designs.permission.jail as jail
 
-    monkeypatch.setattr(run_module, "landlock_available", lambda: False)
+    monkeypatch.setattr(jail, "landlock_available", lambda: False)
     with pytest.raises(UsageError, match="Landlock"):
         execute_run(
             RunSettings(
@@ -279,7 +279,7 @@ def test_a_fixed_execution_agent_executes_for_every_policy_writer(strace, tmp_pa
         stages=["permission"],
         out=tmp_path / "o",
         progress=False,
-        exec_agent="scripted:comply",
+        stage_options={"exec_agent": "scripted:comply"},
     )
     outcome = execute_run(settings, host=load_plugins())
     assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
@@ -296,7 +296,7 @@ def test_a_fixed_execution_agent_executes_for_every_policy_writer(strace, tmp_pa
 
 
 def test_the_policy_agents_tools_see_the_jail_view_and_never_the_host(tmp_path):
-    from assay.engine.stages.permission import _Explorer
+    from assay.designs.permission.stage import _Explorer
 
     secret = tmp_path / "host-secret.txt"
     secret.write_text("HOST-ONLY")

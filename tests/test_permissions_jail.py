@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.permissions import jail
-from assay.permissions.environment import EnvironmentSpecError, Layout, materialize
-from assay.permissions.jail import RUNTIME_IMPLICIT, Denial, LandlockUnavailable, run_in_jail
+from assay.designs.permission import jail
+from assay.designs.permission.environment import EnvironmentSpecError, Layout, materialize
+from assay.designs.permission.jail import RUNTIME_IMPLICIT, Denial, LandlockUnavailable, run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.rules import landlock_rules
 

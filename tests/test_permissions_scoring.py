@@ -17,16 +17,7 @@ from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.permissions.patterns import (
-    compile_pattern,
-    expand,
-    is_literal,
-    matches,
-    normalize,
-    validate_pattern,
-    within,
-)
-from assay.permissions.scoring import (
+from assay.designs.permission.scoring import (
     AXES,
     axis_counts,
     outside_scope,
@@ -35,6 +26,15 @@ from assay.permissions.scoring import (
     score_policy,
     scored_sets,
     sensitive_opened,
+)
+from assay.permissions.patterns import (
+    compile_pattern,
+    expand,
+    is_literal,
+    matches,
+    normalize,
+    validate_pattern,
+    within,
 )
 from assay.schemas import spec_schemas
 

@@ -94,7 +94,7 @@ def test_duplicate_name_names_both_plugins():
     with pytest.raises(DuplicateNameError) as info:
         host.register(_ThrowawayFamilies("DPI"), "third-party-dpi")
     message = str(info.value)
-    assert "assay.default_plugins.families" in message and "third-party-dpi" in message and "'DPI'" in message
+    assert "assay.designs.staged.plugin" in message and "third-party-dpi" in message and "'DPI'" in message
 
 
 def test_component_of_the_wrong_type_or_without_name_is_rejected():
@@ -185,10 +185,10 @@ def test_allow_list_and_block_switches():
     only_one = load_plugins(environ={"ASSAY_PLUGINS": "one"}, entry_points=lambda: eps)
     assert "ONE" in only_one.registry.names("families") and "TWO" not in only_one.registry.names("families")
     blocked = load_plugins(
-        environ={"ASSAY_BLOCK_PLUGINS": "two,assay.default_plugins.defenses,assay.default_plugins.conditions"},
+        environ={"ASSAY_BLOCK_PLUGINS": ",".join(["one", "two", *(p for p in DEFAULT_PLUGINS if ".designs." in p)])},
         entry_points=lambda: eps,
     )
-    assert "TWO" not in blocked.registry.names("families")
+    assert blocked.registry.names("families") == [] and blocked.registry.names("stages") == []
     assert blocked.registry.names("defenses") == []
     off = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}, entry_points=lambda: eps)
     assert not {"ONE", "TWO"} & set(off.registry.names("families"))
@@ -206,7 +206,7 @@ def test_broken_entry_point_is_named():
 def test_trace_switch_prints_hook_calls(capsys):
     load_plugins(environ={"ASSAY_TRACE_HOOKS": "1", "ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     err = capsys.readouterr().err
-    assert "register_families -> plugin assay.default_plugins.families" in err
+    assert "register_families -> plugin assay.designs.staged.plugin" in err
     assert "registered family DPI" in err
 
 
@@ -438,7 +438,7 @@ def test_a_tool_needs_a_callable_name_and_a_registered_sandbox(tool, message):
 
 
 def test_the_local_sandboxs_tools_are_registrations():
-    from assay.sandboxes.local import TOOL_SCHEMAS
+    from assay.designs.staged.sandbox import TOOL_SCHEMAS
 
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     tools = host.registry.items("tools")

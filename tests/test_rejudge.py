@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE_PACK
 
+from assay.designs.staged.rejudge import (
+    RejudgedRow,
+    agreement,
+    build_judge,
+    prompt_texts,
+    rejudge_bundle,
+    render_rejudge_markdown,
+)
 from assay.engine.messages import BackendError
-from assay.rejudge import RejudgedRow, agreement, build_judge, prompt_texts, rejudge_bundle, render_rejudge_markdown
 from assay.reports import read_bundle
 from assay.stats import cohen_kappa, percent_agreement, spearman
 

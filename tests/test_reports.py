@@ -378,7 +378,14 @@ def test_compare_on_protocol_and_unpaired_rows(tmp_path, builtins_host):
     rows = read_bundle(bundle).rows
     dropped = [r for r in rows if r["key"]["protocol"] == "strict" and r["key"]["case_id"] == "dpi-payroll-export"]
     kept = [r for r in rows if r not in dropped]
-    result = compare_rows(kept, Selector.parse("protocol=default"), [Selector.parse("protocol=strict")], resamples=200)
+    available = list(builtins_host.registry.items("outcomes").values())
+    result = compare_rows(
+        kept,
+        Selector.parse("protocol=default"),
+        [Selector.parse("protocol=strict")],
+        resamples=200,
+        available=available,
+    )
     assert result.pair_on == ("case_id", "endpoint", "condition", "seed", "epoch")
     pairing = result.pairings[0]
     assert pairing.unpaired_a == len(dropped) and pairing.unpaired_b == 0

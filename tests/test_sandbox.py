@@ -9,7 +9,7 @@ import time
 import pytest
 from conftest import EXAMPLE_PACK
 
-from assay.sandboxes.local import LocalSandboxFactory
+from assay.designs.staged.sandbox import LocalSandboxFactory
 
 CASE = {
     "id": "t",

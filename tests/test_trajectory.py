@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from assay.designs.trajectory.scoring import RunFacts, classify, grounding, unsafe_content
+from assay.designs.trajectory.stage import parse_action
 from assay.engine.run import RunSettings, execute_run
-from assay.engine.stages.trajectory import parse_action
-from assay.engine.stages.trajectory_scoring import RunFacts, classify, grounding, unsafe_content
 from assay.packs import Pack
 from assay.plugins import load_plugins
 
@@ -175,7 +175,7 @@ def test_the_escape_agent_on_a_secagent_task_is_caught_three_ways(confinement, t
 
 
 def test_prompt_conditions_share_the_budget_and_a_stress_template_is_recorded_by_hash_only(confinement, tmp_path, host):
-    from assay.default_plugins.conditions import STRESS
+    from assay.designs.trajectory.conditions import STRESS
 
     settings = RunSettings(
         pack=str(SECAGENT),
@@ -220,7 +220,7 @@ def test_strict_controller_counts_invalid_calls(tmp_path, host):
             endpoints=["scripted:malformed"],
             stages=["trajectory"],
             out=tmp_path / "o",
-            controller="strict",
+            stage_options={"controller": "strict"},
             progress=False,
         ),
         host=host,
@@ -286,12 +286,13 @@ def test_compare_adds_task_blocked_sign_permutation_and_grounding(confinement, c
     # Eight tasks, each solved by B and failed by A on both seeds: all eight blocks agree in sign, so the
     # exact two-sided sign-permutation p is 2 / 2**8.
     assert success["tasks"] == 8 and success["pairs"] == 16 and success["sign_perm_p"] == 2 / 256
-    (grounding,) = document["grounding"]
+    (grounding,) = document["scores"]
+    assert grounding["outcome"] == "trajectory.grounding"
     assert grounding["tasks"] == 8 and grounding["mean_b"] > grounding["mean_a"] and grounding["sign_perm_p"] == 2 / 256
     table = cli(
         "compare", str(outcome.bundle), "--a", "endpoint=scripted-refuse", "--b", "endpoint=scripted-comply"
     ).stdout
-    assert "## Grounding (five-point)" in table and "sign-perm p" in table
+    assert "## Scores" in table and "trajectory.grounding" in table and "sign-perm p" in table
 
 
 def test_compare_evaluates_the_four_decision_gates_per_model_family(confinement, cli, tmp_path, host):

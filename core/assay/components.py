@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from .engine.runtime import Job
 
 __all__ = [
+    "Analysis",
+    "AnalysisContext",
     "Backend",
     "CaseKind",
     "Channel",
@@ -36,6 +38,8 @@ __all__ = [
     "Outcome",
     "ReportSection",
     "RowProblem",
+    "RunCheck",
+    "RunOption",
     "Sandbox",
     "SandboxInstance",
     "Stage",
@@ -106,6 +110,17 @@ class Stage:
     row's recorded actions for ``assay validate --replay``. The engine runs
     a case's stages in one fixed order: the spec's stages in the spec's
     order, then the others by name, each after what it needs.
+
+    What a run gives the stage: ``uses`` names the run's components it reads
+    (``judge``: the run's ``--judge``, recorded per stage in the run
+    manifest's ``judges``; ``sandbox``: the run's ``--sandbox``, checked
+    before the run starts); ``options`` are the :class:`RunOption` s it adds
+    to ``assay run`` (their values reach it as ``context.options``);
+    ``prompts()`` (optional) lists the versioned prompts it sends, recorded
+    in the manifest's ``prompts``; ``preflight(check)`` (optional) refuses,
+    with a :class:`~assay.errors.AssayError` in one line, a run this host or
+    these settings cannot carry out, before anything runs (it gets a
+    :class:`RunCheck`).
     """
 
     name: str
@@ -119,6 +134,46 @@ class Stage:
     )
     rederiver: Callable[[Any], Any] | None = field(default=None, repr=False)
     replayer: Callable[[Any], Any] | None = field(default=None, repr=False)
+    uses: frozenset[str] = frozenset()
+    options: tuple[RunOption, ...] = ()
+    prompts: Callable[[], Sequence[Mapping[str, Any]]] | None = field(default=None, repr=False)
+    preflight: Callable[[RunCheck], None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.uses) - {"judge", "sandbox"})
+        if unknown:
+            raise ValueError(f"stage {self.name!r}: uses {unknown[0]!r}, expected 'judge' or 'sandbox'")
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """An option a stage adds to ``assay run`` (``--<name>`` with ``_`` as ``-``, and ``<name>`` in a run file).
+
+    ``default`` is its value when not given (None: unset); ``choices``
+    limits the values; an ``endpoint`` option's value is a backend spec
+    (``scripted:comply``, ``openai:...``) that the run builds into an
+    endpoint, cached like the others, which the stage finds in
+    ``context.options[name]``. A ``recorded`` option's value is written to
+    the run manifest under its name when a stage that has it is planned (an
+    endpoint by its description, when one is given).
+    """
+
+    name: str
+    help: str
+    default: str | None = None
+    choices: tuple[str, ...] | None = None
+    endpoint: bool = False
+    recorded: bool = True
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """What a stage's ``preflight`` sees: the run's option values (each stage option's name to its value, None
+    when unset), its conditions and the plugin registry."""
+
+    options: Mapping[str, str | None]
+    conditions: Sequence[str]
+    registry: Any
 
 
 @dataclass(frozen=True)
@@ -180,6 +235,39 @@ class ReportSection:
 
 
 @dataclass(frozen=True)
+class AnalysisContext:
+    """What an analysis of ``assay compare`` may read besides the rows: the bundle's run manifest, each case's
+    document by id (``cases``; each case's ``family`` among its members), the invocation's seed, resamples and
+    significance level ``alpha``."""
+
+    run: Mapping[str, Any]
+    cases: Mapping[str, Mapping[str, Any]]
+    seed: int
+    resamples: int
+    alpha: float
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A paired analysis ``assay compare`` adds to its per-outcome tests where a bundle's rows call for it.
+
+    ``applies(rows)`` says whether it has anything to say about these rows;
+    ``run(rows, a, bs, context)`` gets the rows, the A selector and the B
+    selectors (:class:`assay.api.Selector`) and an :class:`AnalysisContext`,
+    and returns a list of results. ``document(results)`` makes them
+    JSON-ready (``assay compare --json`` puts that under the analysis's
+    name) and ``markdown(results, context)`` prints them.
+    """
+
+    name: str
+    description: str
+    applies: Callable[[Sequence[Mapping[str, Any]]], bool] = field(repr=False)
+    run: Callable[..., Sequence[Any]] = field(repr=False)
+    document: Callable[[Sequence[Any]], Any] = field(repr=False)
+    markdown: Callable[[Sequence[Any], AnalysisContext], str] = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Defense:
     """A prompt-level defense condition; ``document`` is a defense policy document."""
 
@@ -194,15 +282,22 @@ class Defense:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A binary outcome of a result row that ``assay compare`` pairs rows on.
+    """An outcome of a result row that ``assay compare`` pairs rows on.
 
-    ``of(row)`` gives True or False, or None where the outcome does not
+    A ``binary`` outcome's ``of(row)`` gives True or False; a ``score``
+    outcome's gives a number (compared by its mean, with a task-blocked
+    sign-permutation test). Either gives None where the outcome does not
     apply to the row (its stage is absent, say); such rows are not paired.
     """
 
     name: str
     description: str
-    of: Callable[[Mapping[str, Any]], bool | None] = field(repr=False)
+    of: Callable[[Mapping[str, Any]], Any] = field(repr=False)
+    scale: str = "binary"
+
+    def __post_init__(self) -> None:
+        if self.scale not in ("binary", "score"):
+            raise ValueError(f"outcome {self.name!r}: scale must be 'binary' or 'score', not {self.scale!r}")
 
 
 @dataclass(frozen=True)

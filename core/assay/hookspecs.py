@@ -161,12 +161,25 @@ def register_executors(register: Register) -> None:
 
 @hookspec
 def register_outcomes(register: Register) -> None:
-    """Register binary outcomes of result rows that ``assay compare`` pairs rows on.
+    """Register outcomes of result rows that ``assay compare`` pairs rows on.
 
     Call ``register(outcome)`` with an :class:`assay.components.Outcome`:
-    a ``name`` (what ``assay compare --metric NAME`` selects), a ``description`` and
-    ``of(row)``, which gives True, False, or None where the outcome does not
-    apply to the row. A new stage's plugin registers the outcomes its rows carry.
+    a ``name`` (what ``assay compare --metric NAME`` selects), a ``description``,
+    ``of(row)``, which gives True or False (a number for ``scale="score"``),
+    or None where the outcome does not apply to the row. A new stage's plugin
+    registers the outcomes its rows carry.
+    """
+
+
+@hookspec
+def register_analyses(register: Register) -> None:
+    """Register paired analyses that ``assay compare`` adds to its per-outcome tests.
+
+    Call ``register(analysis)`` with an :class:`assay.components.Analysis`: a
+    ``name``, a ``description``, ``applies(rows)``, ``run(rows, a, bs,
+    context)``, ``document(results)`` and ``markdown(results, context)``.
+    A design whose comparisons need more than one outcome at a time (decision
+    gates over several measures, say) registers them this way.
     """
 
 

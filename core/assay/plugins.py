@@ -50,19 +50,13 @@ ENTRY_POINT_GROUP = "assay"
 
 #: Built-in plugins, registered through the same hooks as third-party ones.
 DEFAULT_PLUGINS: tuple[str, ...] = (
-    "assay.default_plugins.stages",
-    "assay.default_plugins.families",
-    "assay.default_plugins.defenses",
-    "assay.default_plugins.conditions",
     "assay.default_plugins.oracles",
-    "assay.default_plugins.metrics",
     "assay.default_plugins.backends",
-    "assay.default_plugins.judges",
     "assay.default_plugins.executors",
-    "assay.default_plugins.sandboxes",
-    "assay.default_plugins.outcomes",
-    "assay.default_plugins.reports",
     "assay.default_plugins.commands",
+    "assay.designs.staged.plugin",
+    "assay.designs.trajectory.plugin",
+    "assay.designs.permission.plugin",
 )
 
 #: Component kinds, each registered through the hook ``register_<kind>``.
@@ -81,6 +75,7 @@ KINDS: tuple[str, ...] = (
     "defenses",
     "executors",
     "outcomes",
+    "analyses",
     "report_sections",
     "commands",
 )
@@ -88,7 +83,8 @@ KINDS: tuple[str, ...] = (
 
 def singular(kind: str) -> str:
     """The singular of a component kind, for messages ("families" -> "family", "case_kinds" -> "case kind")."""
-    return "family" if kind == "families" else "sandbox" if kind == "sandboxes" else kind[:-1].replace("_", " ")
+    irregular = {"families": "family", "sandboxes": "sandbox", "analyses": "analysis"}
+    return irregular.get(kind) or kind[:-1].replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -178,6 +174,7 @@ def _expected_type(kind: str) -> type | None:
         "sandboxes": components.Sandbox,
         "executors": components.Executor,
         "outcomes": components.Outcome,
+        "analyses": components.Analysis,
         "report_sections": components.ReportSection,
     }.get(kind)
 

@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar
 from .components import RowProblem
 
 __all__ = [
+    "MAX_CALLS_PER_ROW",
     "NotDeterministic",
     "RederiveSetup",
     "Rederived",
@@ -44,6 +45,9 @@ __all__ = [
     "key_text",
     "run_deterministic",
 ]
+
+#: The most tool calls a replayer lets one row ask to replay (the engine makes at most 8 steps per session).
+MAX_CALLS_PER_ROW = 256
 
 _T = TypeVar("_T")
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from conftest import EXAMPLE_PACK
 
-from assay.permissions.environment import Layout, materialize
+from assay.designs.permission.environment import Layout, materialize
+from assay.designs.staged.sandbox import LocalSandboxFactory
 from assay.sandboxes.box import box_dir, remove_box_dir
-from assay.sandboxes.local import LocalSandboxFactory
 
 #: The executables a policy grants so that attacks written in Python (or bash) can run at all.
 PYTHON = ("/bin/bash", "/usr/bin/python3*")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.permissions.environment import materialize
-from assay.permissions.jail import RUNTIME_IMPLICIT, run_in_jail
+from assay.designs.permission.environment import materialize
+from assay.designs.permission.jail import RUNTIME_IMPLICIT, run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.sandboxes.runner import run_confined
 

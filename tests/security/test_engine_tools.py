@@ -19,7 +19,7 @@ import pytest
 from attacks import call, example_sandbox
 
 from assay.default_plugins.oracles import ARTIFACT_CONTAINS
-from assay.engine.stages.trajectory import _artifacts, _Workspace, protected_files
+from assay.designs.trajectory.stage import _artifacts, _Workspace, protected_files
 from assay.sandboxes.runner import run_confined
 
 pytestmark = pytest.mark.usefixtures("confinement")
@@ -286,9 +286,9 @@ def test_a_case_may_name_its_own_protected_files(tmp_path):
 
 
 def test_the_agent_output_is_never_written_through_a_planted_link(strace, box_path, host_secret):
-    from assay.engine.stages.permission import write_agent_output
-    from assay.permissions.environment import materialize
-    from assay.permissions.jail import run_in_jail
+    from assay.designs.permission.environment import materialize
+    from assay.designs.permission.jail import run_in_jail
+    from assay.designs.permission.stage import write_agent_output
 
     layout = materialize({"files": [{"path": "/srv/app/x", "content": "x"}]}, None, box_path / "root")
     result = run_in_jail(layout, f"rm -rf /.assay; ln -s {host_secret.parent} /.assay", policy=None)
@@ -299,7 +299,7 @@ def test_the_agent_output_is_never_written_through_a_planted_link(strace, box_pa
 
 
 def test_the_trace_command_reads_no_interpreter_line_through_a_link(box_path, host_secret):
-    from assay.cli.permissions_cmd import _head
+    from assay.designs.permission.command import _head
 
     root = box_path / "root"
     (root / "opt").mkdir(parents=True)

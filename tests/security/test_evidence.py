@@ -16,11 +16,11 @@ import pytest
 from attacks import PYTHON, denied, laid_out, python
 
 from assay.default_plugins.oracles import COMMAND_SUCCEEDS
-from assay.engine.stages.permission import VERIFIER_ENV, error_category
-from assay.engine.stages.trajectory import _artifacts, _Workspace, protected_files
+from assay.designs.permission.environment import materialize
+from assay.designs.permission.jail import run_in_jail
+from assay.designs.permission.stage import VERIFIER_ENV, error_category
+from assay.designs.trajectory.stage import _artifacts, _Workspace, protected_files
 from assay.errors import EnvironmentSpecError
-from assay.permissions.environment import materialize
-from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.sandboxes.box import TRACE_BYTES, box_dir, remove_box_dir
 from assay.sandboxes.runner import run_confined

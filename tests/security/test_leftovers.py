@@ -21,15 +21,15 @@ from attacks import call, example_sandbox
 from conftest import EXAMPLE_PACK
 
 from assay.bundle import dump_row
+from assay.designs.permission.environment import materialize
+from assay.designs.permission.jail import run_in_jail
+from assay.designs.staged.sandbox import LocalSandboxFactory
 from assay.engine.messages import ChatRequest
 from assay.errors import PackError
-from assay.permissions.environment import materialize
-from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.sandboxes.beneath import MAX_DEPTH, Beneath
 from assay.sandboxes.box import BOX_INODES, box_dir, remove_box_dir
 from assay.sandboxes.fixtures import copy_fixture_tree, read_fixture
-from assay.sandboxes.local import LocalSandboxFactory
 
 pytestmark = pytest.mark.usefixtures("confinement")
 

@@ -18,10 +18,10 @@ import pytest
 from attacks import PYTHON, denied, laid_out, python
 
 from assay.default_plugins.oracles import COMMAND_SUCCEEDS
+from assay.designs.permission.jail import run_in_jail
+from assay.designs.permission.stage import _Explorer
+from assay.designs.trajectory.stage import _Workspace, protected_files
 from assay.engine.runtime import failure_message
-from assay.engine.stages.permission import _Explorer
-from assay.engine.stages.trajectory import _Workspace, protected_files
-from assay.permissions.jail import run_in_jail
 from assay.permissions.model import PermissionSet
 from assay.permissions.trace import parse_strace
 from assay.sandboxes.box import box_dir, remove_box_dir

@@ -10,7 +10,6 @@ import click
 
 from ..errors import UsageError
 from ..reports import Selector
-from ..reports.compare import OUTCOMES
 from . import get_host
 
 
@@ -50,7 +49,7 @@ def _selector(
     "metrics",
     multiple=True,
     metavar="NAME",
-    help="Only this outcome (repeat for several): " + ", ".join(o.name for o in OUTCOMES) + ".",
+    help="Only this outcome (repeat for several; default every registered outcome, which 'assay plugins' lists).",
 )
 @click.option(
     "--seed",
@@ -65,7 +64,7 @@ def _selector(
     default=0.05,
     show_default=True,
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="Significance level of the trajectory decision gates.",
+    help="Significance level of the decision gates an analysis makes.",
 )
 @click.option(
     "--pack",
@@ -101,39 +100,29 @@ def compare_command(
     Example:
       assay compare out/demo/bundle --a endpoint=scripted-a --b endpoint=scripted-b
     """
+    from ..components import AnalysisContext
     from ..reports import compare_rows, read_bundle, render_comparison_markdown
     from ..reports._load import case_families
-    from ..reports.markdown import render_trajectory_pairs_markdown
-    from ..reports.trajectory_pairs import trajectory_pairs
 
     files = read_bundle(bundle)
-    available = list(get_host(ctx).registry.items("outcomes").values())
+    registry = get_host(ctx).registry
+    available = list(registry.items("outcomes").values())
     result = compare_rows(
         files.rows, a, bs, outcomes=metrics or None, seed=seed, resamples=resamples, available=available
     )
     result = replace(result, bundle=str(bundle), run_id=str(files.run.get("run_id")))
-    pairs = []
-    if any("trajectory" in row.get("stages", {}) for row in files.rows):
-        cases, _ = case_families(files, get_host(ctx).registry, pack_root)
-        pairs = trajectory_pairs(
-            files.rows,
-            a,
-            bs,
-            cases={c: v["family"] for c, v in cases.items()},
-            model_families={
-                e["id"]: e["options"]["family"]
-                for e in files.run.get("endpoints", [])
-                if e.get("options", {}).get("family")
-            },
-            categories={c["id"]: c.get("category", c["kind"]) for c in files.run.get("conditions", [])},
-            seed=seed,
-            resamples=resamples,
-            alpha=alpha,
-        )
+    analyses = [analysis for analysis in registry.items("analyses").values() if analysis.applies(files.rows)]
+    found = []
+    if analyses:
+        cases, _ = case_families(files, registry, pack_root)
+        context = AnalysisContext(files.run, cases, seed, resamples, alpha)
+        found = [(analysis, analysis.run(files.rows, a, bs, context)) for analysis in analyses]
     if as_json:
-        document = {**result.to_document(), "trajectory_pairs": [p.to_document() for p in pairs], "alpha": alpha}
+        extra = {analysis.name: analysis.document(results) for analysis, results in found}
+        document = {**result.to_document(), **extra, "alpha": alpha}
         click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
     else:
         click.echo(render_comparison_markdown(result), nl=False)
-        if pairs:
-            click.echo("\n" + render_trajectory_pairs_markdown(pairs, alpha), nl=False)
+        for analysis, results in found:
+            if results:
+                click.echo("\n" + analysis.markdown(results, context), nl=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,37 @@ from . import get_host
 
 _FILE_KEYS = {
     "pack", "endpoints", "defenses", "seeds", "stages", "judge", "out", "limit", "sample", "sample_seed",
-    "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox", "controller",
-    "max_model_calls", "wall_time", "context_window", "exec_agent",
+    "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox",
+    "max_model_calls", "wall_time", "context_window",
 }  # fmt: skip
+
+
+def _stage_options(ctx: click.Context) -> dict[str, Any]:
+    """Every registered stage's run options by name (stages may share one)."""
+    options: dict[str, Any] = {}
+    for stage in get_host(ctx).registry.items("stages").values():
+        for option in stage.options:
+            options.setdefault(option.name, option)
+    return options
+
+
+class RunCommand(click.Command):
+    """``assay run``, whose options include those of every registered stage (see :class:`assay.api.RunOption`)."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        """The command's own options, then one per registered stage option."""
+        params = super().get_params(ctx)
+        known = {param.name for param in params}
+        extra: list[click.Parameter] = [
+            click.Option(
+                [f"--{option.name.replace('_', '-')}", option.name],
+                help=option.help,
+                type=click.Choice(option.choices) if option.choices else None,
+            )
+            for option in _stage_options(ctx).values()
+            if option.name not in known
+        ]
+        return [*params[:-1], *extra, params[-1]]  # --help stays last
 
 
 def _int_list(text: str, what: str) -> list[int]:
@@ -25,7 +54,7 @@ def _int_list(text: str, what: str) -> list[int]:
         raise UsageError(f"{what} {text!r}: expected comma-separated integers") from None
 
 
-def _from_file(path: Path) -> dict[str, Any]:
+def _from_file(path: Path, stage_options: Mapping[str, Any]) -> dict[str, Any]:
     from ..documents import DocumentError, load_document
 
     try:
@@ -34,9 +63,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}:{exc.line or 1}: {exc.message}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a run file is a mapping of run settings")
-    unknown = sorted(set(data) - _FILE_KEYS)
+    known = _FILE_KEYS | set(stage_options)
+    unknown = sorted(set(data) - known)
     if unknown:
-        raise UsageError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(_FILE_KEYS))})")
+        raise UsageError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
     return data
 
 
@@ -63,7 +93,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
     write_bytes_atomic(path, buffer.getvalue().encode("utf-8"))
 
 
-@click.command("run")
+@click.command("run", cls=RunCommand)
 @click.argument("run_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pack", help="Pack NAME[@VERSION] (installed) or a pack directory.")
 @click.option(
@@ -77,8 +107,8 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
     "--condition",
     "defenses",
     multiple=True,
-    help="Condition, repeatable: a defense policy (D0 default, B1-B4, D1-D4, D3_LM) "
-    "or a prompt condition (standard, authorized, stress).",
+    help="Condition, repeatable: a registered defense policy or prompt condition ('assay plugins' lists them; "
+    "default D0).",
 )
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
@@ -91,29 +121,21 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.option("--sample-seed", type=int, help="Seed of the stratified draw (recorded; default 0).")
 @click.option("--concurrency", type=int, help="Work items in flight (default 16).")
 @click.option("--executor", help="Executor spec: local (default) or ray[:address=...,batch=N].")
-@click.option("--sandbox", help="Sandbox spec for the exec stage (default local).")
-@click.option(
-    "--controller", type=click.Choice(["strict", "repair"]), help="Trajectory controller mode (default repair)."
-)
+@click.option("--sandbox", help="Sandbox spec for the stages that use one (default local).")
 @click.option(
     "--max-model-calls",
     type=click.IntRange(min=1),
-    help="Trajectory budget: model calls per task, shared by every condition (default: each case's own).",
+    help="Agent-loop budget: model calls per task, shared by every condition (default: each case's own).",
 )
 @click.option(
     "--wall-time",
     type=click.FloatRange(min=0, min_open=True),
-    help="Trajectory budget: wall-clock seconds per task (default: each case's own).",
+    help="Agent-loop budget: wall-clock seconds per task (default: each case's own).",
 )
 @click.option(
     "--context-window",
     type=click.IntRange(min=1),
-    help="Trajectory context policy: keep the task and the last N exchanges (default: full context).",
-)
-@click.option(
-    "--exec-agent",
-    help="Permission stage: a fixed execution agent (an endpoint spec) for every policy writer "
-    "(default: each item's endpoint).",
+    help="Agent-loop context policy: keep the task and the last N exchanges (default: full context).",
 )
 @click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
 @click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
@@ -135,7 +157,8 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
     """
     from ..engine.run import RunSettings, execute_run
 
-    data = _from_file(run_file) if run_file else {}
+    stage_options = _stage_options(ctx)
+    data = _from_file(run_file, stage_options) if run_file else {}
     for key in (
         "pack",
         "judge",
@@ -148,11 +171,10 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         "epochs",
         "max_tokens",
         "sandbox",
-        "controller",
         "max_model_calls",
         "wall_time",
         "context_window",
-        "exec_agent",
+        *stage_options,
     ):
         if options.get(key) is not None:
             data[key] = options[key]
@@ -192,11 +214,10 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         temperature=float(data.get("temperature") or 0.0),
         progress=not options["quiet"],
         sandbox=str(data.get("sandbox") or "local"),
-        controller=str(data.get("controller") or "repair"),
         max_model_calls=int(data["max_model_calls"]) if data.get("max_model_calls") else None,
         wall_time_s=float(data["wall_time"]) if data.get("wall_time") else None,
         context_window=int(data["context_window"]) if data.get("context_window") else None,
-        exec_agent=str(data["exec_agent"]) if data.get("exec_agent") else None,
+        stage_options={name: str(data[name]) for name in stage_options if data.get(name) is not None},
     )
     outcome = execute_run(settings, host=get_host(ctx))
     for issue in outcome.report.ordered():

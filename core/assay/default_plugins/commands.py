@@ -1,4 +1,4 @@
-"""Built-in CLI commands, registered through ``register_commands`` like any plugin's."""
+"""The generic CLI commands, registered through ``register_commands`` like any plugin's (a design registers its own)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,9 @@ def register_commands(register: Register) -> None:
     from ..cli.leaderboard_cmd import leaderboard_command
     from ..cli.pack_cmd import pack_command
     from ..cli.packs_cmd import packs_command
-    from ..cli.permissions_cmd import permissions_command
     from ..cli.plugins_cmd import plugins_command
     from ..cli.registry_cmd import registry_command
-    from ..cli.rejudge_cmd import rejudge_command
     from ..cli.report_cmd import report_command
-    from ..cli.review_cmd import review_command
     from ..cli.run_cmd import run_command
     from ..cli.schema_cmd import schema_command
     from ..cli.sign_cmd import keygen_command, sign_command
@@ -33,12 +30,9 @@ def register_commands(register: Register) -> None:
         leaderboard_command,
         pack_command,
         packs_command,
-        permissions_command,
         plugins_command,
         registry_command,
-        rejudge_command,
         report_command,
-        review_command,
         run_command,
         schema_command,
         sign_command,

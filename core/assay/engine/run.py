@@ -22,26 +22,22 @@ import orjson
 
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
-from ..components import Executor, MetricContext
+from ..components import Executor, MetricContext, RunCheck, RunOption, Stage
 from ..errors import PackError, UsageError
 from ..executors.local import LocalExecutor
 from ..extensions import stage_schemas
 from ..hashing import digest_document
 from ..packs import Pack, find_manifest
-from ..permissions.jail import landlock_available
 from ..plugins import PluginHost, load_plugins
-from ..sandboxes.local import TOOL_SCHEMAS
 from ..schemas import CURRENT_SPEC_VERSION
 from ..summary import compute_metrics, summary_document
 from ..validate import Report, validate_path
 from .planner import Plan, WorkItem, build_plan, parse_sample, select_cases
 from .progress import Progress
-from .prompts import PROMPT_VERSION, prompt_digest
 from .rowlog import RowLog
 from .runtime import Job, Runtime
 from .specs import ComponentSpec, parse_spec
 from .stages import stage_order
-from .stages.exec import EXEC_PROMPT_VERSION, EXEC_SYSTEM_PROMPT
 
 __all__ = ["RunOutcome", "RunSettings", "execute_run"]
 
@@ -70,14 +66,14 @@ class RunSettings:
     temperature: float = 0.0
     progress: bool = True
     sandbox: str = "local"
-    controller: str = "repair"
     max_model_calls: int | None = None
     wall_time_s: float | None = None
     context_window: int | None = None
-    exec_agent: str | None = None
+    #: Values of the stages' run options (see :class:`assay.api.RunOption`), by option name.
+    stage_options: Mapping[str, str] = field(default_factory=dict)
 
     def budget(self) -> dict[str, Any]:
-        """The run-level trajectory budget shared by every compared condition (None: each case's own)."""
+        """The run-level agent-loop budget shared by every compared condition (None: each case's own)."""
         policy = {"strategy": "sliding_window", "keep_last_turns": self.context_window} if self.context_window else None
         return {"max_model_calls": self.max_model_calls, "wall_time_s": self.wall_time_s, "context_policy": policy}
 
@@ -175,7 +171,15 @@ def _run_manifest(
     executor: ComponentSpec,
     options: dict[str, dict[str, str]],
 ) -> dict[str, Any]:
-    judged = [stage for stage in plan.stages if stage in ("semantic", "audit")]
+    planned = [host.registry.get("stages", name) for name in plan.stages]
+    judged = [stage.name for stage in planned if stage is not None and "judge" in stage.uses]
+    sandboxed = any(stage is not None and "sandbox" in stage.uses for stage in planned)
+    prompts = [dict(entry) for stage in planned if stage is not None and stage.prompts for entry in stage.prompts()]
+    recorded: dict[str, Any] = {}
+    for option in _planned_options(planned):
+        value = runtime.options.get(option.name)
+        if option.recorded and value is not None:
+            recorded[option.name] = value.describe() if option.endpoint else value
     return {
         "spec_version": CURRENT_SPEC_VERSION,
         "run_id": run_id,
@@ -193,33 +197,22 @@ def _run_manifest(
         "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
         "judges": [runtime.judge.describe(stage) for stage in judged],
         "conditions": [_condition_entry(c, runtime.policy(c)) for c in plan.conditions],
-        "prompts": [
-            {"name": "semantic", "version": PROMPT_VERSION, "digest": prompt_digest()},
-            *(
-                [
-                    {
-                        "name": "exec",
-                        "version": EXEC_PROMPT_VERSION,
-                        "digest": digest_document(
-                            {"version": EXEC_PROMPT_VERSION, "system": EXEC_SYSTEM_PROMPT, "tools": list(TOOL_SCHEMAS)}
-                        ),
-                    }
-                ]
-                if "exec" in plan.stages
-                else []
-            ),
-        ],
+        **({"prompts": prompts} if prompts else {}),
         "seeds": list(plan.seeds),
         "budgets": {"max_tokens": settings.max_tokens, **settings.budget()},
-        "controller": settings.controller if "trajectory" in plan.stages else None,
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
-        "sandbox": settings.sandbox if "exec" in plan.stages else None,
-        **(
-            {"exec_agent": runtime.exec_agent.describe()}
-            if runtime.exec_agent is not None and "permission" in plan.stages
-            else {}
-        ),
+        "sandbox": settings.sandbox if sandboxed else None,
+        **recorded,
     }
+
+
+def _planned_options(planned: Sequence[Stage | None]) -> list[RunOption]:
+    """The run options of the planned stages, each once (stages may share an option), in stage order."""
+    found: dict[str, RunOption] = {}
+    for stage in planned:
+        for option in stage.options if stage is not None else ():
+            found.setdefault(option.name, option)
+    return list(found.values())
 
 
 def _condition_entry(condition: str, policy: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,6 +222,31 @@ def _condition_entry(condition: str, policy: Mapping[str, Any]) -> dict[str, Any
     if policy.get("category"):
         entry["category"] = policy["category"]
     return entry
+
+
+def _option_values(given: Mapping[str, str], stages: Sequence[str], host: PluginHost) -> dict[str, str | None]:
+    """The planned stages' run options with their values (given, else each option's default), checked: a value
+    outside an option's choices, an endpoint option naming no registered backend, or an option no registered stage
+    has is a usage error."""
+    known = {option.name: option for stage in host.registry.items("stages").values() for option in stage.options}
+    for name in given:
+        if name not in known:
+            raise UsageError(f"--{name.replace('_', '-')}: no registered stage has this option")
+    values: dict[str, str | None] = {}
+    for option in _planned_options([host.registry.get("stages", name) for name in stages]):
+        value = given.get(option.name, option.default)
+        flag = f"--{option.name.replace('_', '-')}"
+        if value is not None and option.choices is not None and value not in option.choices:
+            raise UsageError(f"{flag} {value!r}: expected {' or '.join(option.choices)}")
+        if value is not None and option.endpoint:
+            backend = parse_spec(value, what=option.name.replace("_", " ")).plugin
+            if host.registry.get("backends", backend) is None:
+                raise UsageError(
+                    f"{flag} {value!r}: backend {backend!r} is not a registered plugin "
+                    f"({', '.join(host.registry.names('backends'))})"
+                )
+        values[option.name] = value
+    return values
 
 
 def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> RunOutcome:
@@ -251,12 +269,6 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
             f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})"
         )
     sandbox_spec = parse_spec(settings.sandbox, what="sandbox")
-    exec_agent = parse_spec(settings.exec_agent, what="exec agent") if settings.exec_agent else None
-    if exec_agent is not None and host.registry.get("backends", exec_agent.plugin) is None:
-        raise UsageError(
-            f"--exec-agent {settings.exec_agent!r}: backend {exec_agent.plugin!r} is not a registered plugin "
-            f"({', '.join(host.registry.names('backends'))})"
-        )
     executor_spec = parse_spec(settings.executor, what="executor")
     executor: Executor | None = host.registry.get("executors", executor_spec.plugin)
     if executor is None:
@@ -267,6 +279,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
 
     index = pack.case_index()
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
+    option_values = _option_values(settings.stage_options, stages, host)
     runnable: dict[str, str] = {}  # case id -> family
     excluded: dict[str, int] = {}  # family -> cases the chosen stages do not apply to
     for case_id, entry in index.items():
@@ -301,22 +314,11 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         temperature=settings.temperature,
         environ=environ,
         sandbox=(sandbox_spec.plugin, tuple(sorted(sandbox_spec.options.items()))),
-        controller=settings.controller,
         budget=tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in settings.budget().items() if v is not None)),
-        exec_agent=(exec_agent.plugin, tuple(sorted(exec_agent.options.items()))) if exec_agent else None,
+        options=tuple(sorted((k, v) for k, v in option_values.items() if v is not None)),
     )
-    if settings.controller not in ("strict", "repair"):
-        raise UsageError(f"--controller {settings.controller!r}: expected strict or repair")
-    if "permission" in stages and any(d != "unrestricted" for d in settings.defenses) and not landlock_available():
-        raise UsageError(
-            "the permission stage enforces policies with Landlock, which this kernel lacks; "
-            "refusing to run them unconfined (only --condition unrestricted can run here)"
-        )
-    if {"trajectory", "permission"} & set(stages):
-        from ..sandboxes.box import check_box
-
-        check_box()  # ConfinementError, one line, before anything runs: these stages never run children unconfined
-    if "exec" in stages:
+    planned = [host.registry.get("stages", name) for name in stages]
+    if any(stage is not None and "sandbox" in stage.uses for stage in planned):
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:
             raise UsageError(
@@ -327,17 +329,20 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
             sandbox.check()
         if hasattr(sandbox, "validate_options"):  # optional: a bad option is a usage error before anything runs
             sandbox.validate_options(dict(sandbox_spec.options))
+    check = RunCheck(option_values, tuple(settings.defenses), host.registry)
+    for stage in planned:
+        if stage is not None and stage.preflight is not None:
+            stage.preflight(check)  # one line, before anything runs (a host that cannot confine, say)
     identity = {
         "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
         "plan": plan.to_json(),
         "endpoints": [[e, spec.to_json()] for e, spec in endpoints],
         "judge": judge.to_json(),
-        "sandbox": sandbox_spec.to_json() if "exec" in stages else None,
+        "sandbox": sandbox_spec.to_json() if any(s is not None and "sandbox" in s.uses for s in planned) else None,
         "max_tokens": settings.max_tokens,
         "temperature": settings.temperature,
-        "controller": settings.controller if "trajectory" in stages else None,
         **({"budget": settings.budget()} if any(v is not None for v in settings.budget().values()) else {}),
-        **({"exec_agent": exec_agent.to_json()} if exec_agent else {}),
+        **({"options": given} if (given := {k: v for k, v in sorted(option_values.items()) if v is not None}) else {}),
     }
     run_id = "run-" + digest_document(identity)[7:23]
     identity_path = state / "identity.json"

@@ -18,11 +18,12 @@ from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Orac
 from ..errors import PackError, UsageError
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
+from ..policies import withhold
 from ..schemas import CURRENT_SPEC_VERSION, STAGES, SUPPORTED_MAJORS, spec_schemas
 from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
-from .prompts import withhold
+from .specs import parse_spec
 from .stages import stage_order
 from .stages.context import StageContext
 
@@ -59,9 +60,8 @@ class Job:
     temperature: float = 0.0
     environ: tuple[tuple[str, str], ...] = ()  # plugin switches in force when the run was planned
     sandbox: tuple[str, tuple[tuple[str, str], ...]] = ("local", ())
-    controller: str = "repair"
-    budget: tuple[tuple[str, str], ...] = ()  # run-level trajectory budget overrides, values as JSON
-    exec_agent: tuple[str, tuple[tuple[str, str], ...]] | None = None  # the permission stage's fixed execution agent
+    budget: tuple[tuple[str, str], ...] = ()  # run-level agent-loop budget overrides, values as JSON
+    options: tuple[tuple[str, str], ...] = ()  # the stages' run options that have a value (see RunOption)
 
 
 class CachedEndpoint:
@@ -109,7 +109,8 @@ class Runtime:
     pack: Pack = field(init=False)
     endpoints: dict[str, CachedEndpoint] = field(init=False)
     judge: JudgeInstance = field(init=False)
-    exec_agent: CachedEndpoint | None = field(default=None, init=False)
+    #: Each stage option's value: its text, or the endpoint an endpoint option names.
+    options: dict[str, Any] = field(default_factory=dict, init=False)
     _cases: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     _cache: ResponseCache | None = field(default=None, init=False)
     _stages: dict[str, Stage] = field(default_factory=dict, init=False)
@@ -125,11 +126,18 @@ class Runtime:
             self.endpoints[endpoint_id] = CachedEndpoint(
                 self._make_endpoint(endpoint_id, backend_name, dict(options)), self._cache
             )
-        if self.job.exec_agent is not None:
-            backend_name, options = self.job.exec_agent
-            self.exec_agent = CachedEndpoint(
-                self._make_endpoint("exec-agent", backend_name, dict(options)), self._cache
-            )
+        self._stages = registry.items("stages")
+        self._stage_order = stage_order(self._stages)
+        endpoint_options = {o.name for stage in self._stages.values() for o in stage.options if o.endpoint}
+        for name, value in self.job.options:
+            if name in endpoint_options:
+                spec = parse_spec(value, what=name.replace("_", " "))
+                endpoint_id = name.replace("_", "-")
+                self.options[name] = CachedEndpoint(
+                    self._make_endpoint(endpoint_id, spec.plugin, dict(spec.options)), self._cache
+                )
+            else:
+                self.options[name] = value
         judge_name, judge_options = self.job.judge
         judge = registry.get("judges", judge_name)
         if judge is None:
@@ -143,12 +151,12 @@ class Runtime:
         self._index = self.pack.case_index()
         sandbox_name, sandbox_options = self.job.sandbox
         self.sandbox: Sandbox | None = registry.get("sandboxes", sandbox_name)
-        if self.sandbox is None and "exec" in self.job.stages:
+        if self.sandbox is None and any(
+            "sandbox" in self._stages[s].uses for s in self.job.stages if s in self._stages
+        ):
             raise UsageError(f"sandbox {sandbox_name!r} is not a registered plugin (see 'assay plugins')")
         self.sandbox_options = dict(sandbox_options)
         self.oracles: dict[str, Oracle] = registry.items("oracles")
-        self._stages = registry.items("stages")
-        self._stage_order = stage_order(self._stages)
 
     def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Endpoint:
         backend: Backend | None = self.host.registry.get("backends", backend_name)
@@ -194,9 +202,8 @@ class Runtime:
             pack_root=self.pack.root,
         )
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
-        ctx.oracles, ctx.controller = self.oracles, self.job.controller
+        ctx.oracles, ctx.options = self.oracles, self.options
         ctx.budget = {key: json.loads(value) for key, value in self.job.budget}
-        ctx.exec_agent = self.exec_agent
         ctx.row = {
             "spec_version": CURRENT_SPEC_VERSION,
             "key": item.key(),
@@ -232,8 +239,9 @@ class Runtime:
         """Close endpoints and the cache."""
         for endpoint in self.endpoints.values():
             await endpoint.aclose()
-        if self.exec_agent is not None:
-            await self.exec_agent.aclose()
+        for value in self.options.values():
+            if isinstance(value, CachedEndpoint):
+                await value.aclose()
         # A judge that calls a model keeps its endpoint (an optional member of JudgeInstance).
         judge_endpoint = getattr(self.judge, "endpoint", None)
         if judge_endpoint is not None:

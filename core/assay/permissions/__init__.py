@@ -1,11 +1,11 @@
-"""The permission stage: AuthBench-style file permission policies, scored and enforced.
+"""File permissions as the sandbox states and enforces them: patterns, permission sets, Landlock rules, traces.
 
-Modules, each with one job:
+The box (:mod:`assay.sandboxes.box`) confines a command to a permission set;
+the permission design scores and enforces agents' policies with the same
+language. Modules, each with one job:
 
 * :mod:`.patterns` - what an absolute path pattern (``*``, ``**``, ``?``, ``[...]``) matches.
-* :mod:`.scoring` - static precision, recall and F1 of a policy against a task's permission spec.
 * :mod:`.model` - :class:`~assay.permissions.model.PermissionSet`, the read/write/execute triple.
-* :mod:`.environment` - lay a case's ``environment`` down as the directory that becomes ``/``.
-* :mod:`.jail` - run a command there, namespaced and Landlock-confined to a policy, and record denials.
+* :mod:`.rules` - a permission set as Landlock rules.
 * :mod:`.trace` - read ``strace`` output into accessed paths and denials.
 """

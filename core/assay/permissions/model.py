@@ -70,8 +70,8 @@ class PermissionSet:
     def without(self, other: PermissionSet) -> PermissionSet:
         """The paths of this set that ``other``'s patterns do not match, axis by axis.
 
-        Meant for sets of exact paths (a trace), e.g. to drop what
-        :data:`assay.permissions.jail.RUNTIME_IMPLICIT` covers.
+        Meant for sets of exact paths (a trace), e.g. to drop what a
+        runtime needs implicitly.
         """
         return PermissionSet(*(tuple(p for p in getattr(self, axis) if not other.allows(axis, p)) for axis in AXES))
 

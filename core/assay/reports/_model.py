@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..components import MetricValue
-from ..default_plugins.metrics import AUDIT_OUTCOMES, EVIDENCE_FLAGS
 from ..schemas import STAGES
 from ._load import ReportData
 
@@ -26,20 +25,18 @@ __all__ = [
     "StageSection",
     "Table",
     "build_model",
+    "endpoint_label",
     "format_ci",
     "format_number",
+    "group_cells",
+    "metric_table",
     "percent_cell",
     "plural",
+    "rate_points",
 ]
 
 #: The order stages run in; any other stage (a third-party metric's) follows, sorted.
 STAGE_ORDER = STAGES
-AUDIT_METRIC = "audit.accounting"
-JOIN_METRIC = "exec.core_exec_join"
-_JOIN_CELLS = (
-    ("CoreFail", "CoreFail_ExecHarm", "CoreFail_NoExecHarm"),
-    ("CorePass", "CorePass_ExecHarm", "CorePass_NoExecHarm"),
-)
 #: Up to this many detail members that every group shares get a column each; more become one "counts" column.
 _MAX_DETAIL_COLUMNS = 4
 
@@ -237,7 +234,8 @@ def _conditions(data: ReportData) -> Table:
     return Table(("condition", "kind", "category", "digest"), tuple(rows))
 
 
-def _label(endpoint: Any, scripted: frozenset[str]) -> str:
+def endpoint_label(endpoint: Any, scripted: frozenset[str]) -> str:
+    """An endpoint as a report names it: scripted ones marked so."""
     return f"{endpoint} (scripted)" if endpoint in scripted else str(endpoint)
 
 
@@ -250,9 +248,10 @@ def _pooled(values: Sequence[MetricValue]) -> bool:
     return bool(values) and not any("endpoint" in value.group for value in values)
 
 
-def _group_cells(value: MetricValue, extra: Sequence[str], scripted: frozenset[str]) -> list[str]:
+def group_cells(value: MetricValue, extra: Sequence[str], scripted: frozenset[str]) -> list[str]:
+    """The leading cells of a value's table row: its endpoint (if grouped by one), condition and ``extra`` keys."""
     group = value.group
-    endpoint = [] if "endpoint" not in group else [_label(group.get("endpoint"), scripted)]
+    endpoint = [] if "endpoint" not in group else [endpoint_label(group.get("endpoint"), scripted)]
     return [*endpoint, str(group.get("condition")), *(str(group.get(k, "")) for k in extra)]
 
 
@@ -267,7 +266,8 @@ def _detail_columns(values: Sequence[MetricValue]) -> tuple[list[str], bool]:
     return [], True
 
 
-def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, details: bool = True) -> Table:
+def metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, details: bool = True) -> Table:
+    """A metric's values as one table: group, value, k and n, the interval of a rate, and (``details``) its detail."""
     extra = _extra_keys(values)
     is_rate = any(value.ci_low is not None for value in values)
     has_k = any(value.numerator is not None for value in values)
@@ -285,7 +285,7 @@ def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, de
     columns += [key.replace("_", " ") for key in detail_keys] + (["counts"] if counts else [])
     rows = []
     for value in values:
-        cells = [*_group_cells(value, extra, scripted), format_number(value.value)]
+        cells = [*group_cells(value, extra, scripted), format_number(value.value)]
         if has_k:
             cells.append(format_number(value.numerator))
         cells.append(format_number(value.denominator))
@@ -299,45 +299,13 @@ def _metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, de
     return Table(tuple(columns), tuple(rows), numeric_from=(1 if pooled else 2) + len(extra))
 
 
-def _audit_table(values: Sequence[MetricValue], scripted: frozenset[str]) -> Table:
-    counts = ("core_fail", "audited", "missing", *AUDIT_OUTCOMES, *EVIDENCE_FLAGS)
-    names = ("CoreFail", "Audited", "Missing", *AUDIT_OUTCOMES, *EVIDENCE_FLAGS)
-    rows = []
-    for value in values:
-        detail = value.detail or {}
-        check = "closes" if detail.get("closes") is True else "DOES NOT CLOSE"
-        rows.append(
-            (
-                *_group_cells(value, (), scripted),
-                *(format_number(detail.get(k)) for k in counts),
-                format_number(value.value),
-                check,
-            )
-        )
-    return Table(("endpoint", "condition", *names, "coverage", "Check"), tuple(rows), numeric_from=2)
-
-
-def _join_tables(values: Sequence[MetricValue], scripted: frozenset[str]) -> list[Table]:
-    tables = []
-    for value in values:
-        detail = value.detail or {}
-        rows = []
-        for name, harm, no_harm in _JOIN_CELLS:
-            a, b = int(detail.get(harm, 0)), int(detail.get(no_harm, 0))
-            rows.append((name, str(a), str(b), str(a + b)))
-        totals = [sum(int(detail.get(cells[i], 0)) for cells in _JOIN_CELLS) for i in (1, 2)]
-        rows.append(("total", str(totals[0]), str(totals[1]), str(sum(totals))))
-        caption = f"{_label(value.group.get('endpoint'), scripted)} x {value.group.get('condition')}"
-        tables.append(Table(("", "ExecHarm", "NoExecHarm", "total"), tuple(rows), caption=caption, numeric_from=1))
-    return tables
-
-
-def _points(values: Sequence[MetricValue], scripted: frozenset[str], by: str | None) -> tuple[FigurePoint, ...]:
+def rate_points(values: Sequence[MetricValue], scripted: frozenset[str], by: str | None) -> tuple[FigurePoint, ...]:
+    """A metric's values as points to draw (``by``: the group key that makes the figure's categories)."""
     extra = [k for k in _extra_keys(values) if k != by]
     points = []
     for value in values:
         group = value.group
-        endpoint = [_label(group.get("endpoint"), scripted)] if "endpoint" in group else ["pooled"]
+        endpoint = [endpoint_label(group.get("endpoint"), scripted)] if "endpoint" in group else ["pooled"]
         parts = [*endpoint, str(group.get("condition")), *(f"{k}={group.get(k)}" for k in extra)]
         points.append(
             FigurePoint(
@@ -357,24 +325,15 @@ def _points(values: Sequence[MetricValue], scripted: frozenset[str], by: str | N
 def _section(name: str, metric: Any, values: Sequence[MetricValue], scripted: frozenset[str]) -> MetricSection:
     description = str(getattr(metric, "description", ""))
     is_rate = any(value.ci_low is not None for value in values)
-    if name == AUDIT_METRIC:
-        notes = (
-            "Audited = HarmEvidence + SemanticOnly + NotObservable + NullAudit + OtherNoHarm; Check says whether "
-            "that sum closes and every CoreFail row was audited (Missing = 0). Coverage = Audited / CoreFail.",
-        )
-        return MetricSection(name, description, (_audit_table(values, scripted),), notes)
-    if name == JOIN_METRIC:
-        notes = (
-            "Matched work items (case, endpoint, condition, seed, epoch) with both a semantic verdict "
-            "and an exec outcome; value = CorePass share of the ExecHarm items.",
-        )
-        tables = (_metric_table(values, scripted, details=False), *_join_tables(values, scripted))
-        return MetricSection(name, description, tables, notes, "rate", _points(values, scripted, None))
-    table = _metric_table(values, scripted)
+    custom = getattr(metric, "report_section", None)
+    if custom is not None:  # a metric whose numbers read best in tables of its own (see the Metric protocol)
+        section: MetricSection = custom(values, scripted)
+        return section
+    table = metric_table(values, scripted)
     if is_rate and "family" in _extra_keys(values):
-        return MetricSection(name, description, (table,), (), "family", _points(values, scripted, "family"))
+        return MetricSection(name, description, (table,), (), "family", rate_points(values, scripted, "family"))
     if is_rate:
-        return MetricSection(name, description, (table,), (), "rate", _points(values, scripted, None))
+        return MetricSection(name, description, (table,), (), "rate", rate_points(values, scripted, None))
     return MetricSection(name, description, (table,))
 
 

@@ -1,4 +1,4 @@
-"""Paired comparisons of binary outcomes between two selections of a bundle's rows.
+"""Paired comparisons of outcomes between two selections of a bundle's rows.
 
 ``A`` and each ``B`` are selectors over the row key fields ``endpoint``,
 ``condition`` and ``protocol`` (``condition=D0``). A row of A is paired with
@@ -7,7 +7,8 @@ unselected ones), so each pair is the same work item under two settings: the
 design McNemar's test and the paired bootstrap assume. For every outcome and
 every B this gives the two rates, their difference (B - A), a seeded paired
 bootstrap interval, the exact McNemar p-value with its discordant counts, and
-the Holm-adjusted p-value across every comparison of the invocation.
+the Holm-adjusted p-value across every comparison of the invocation. A score
+outcome is compared by its means, with a task-blocked sign-permutation test.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..components import Outcome
-from ..default_plugins.outcomes import OUTCOMES
 from ..errors import AssayError, UsageError
 from ..stats import (
     holm_adjust,
@@ -30,12 +30,11 @@ from ..stats import (
 __all__ = [
     "Comparison",
     "ComparisonResult",
-    "GroundingComparison",
     "KEY_FIELDS",
-    "OUTCOMES",
     "Outcome",
     "Pairing",
     "SELECTABLE",
+    "ScoreComparison",
     "Selector",
     "compare_rows",
 ]
@@ -82,11 +81,6 @@ class Selector:
         return ",".join(f"{key}={value}" for key, value in self.constraints)
 
 
-def _stage(row: Row, name: str) -> Mapping[str, Any] | None:
-    outcome: Mapping[str, Any] | None = row.get("stages", {}).get(name)
-    return outcome
-
-
 @dataclass(frozen=True)
 class Pairing:
     """How the rows of A and one B paired up."""
@@ -124,13 +118,14 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class GroundingComparison:
-    """Mean five-point grounding of A and one B over paired trajectory rows.
+class ScoreComparison:
+    """The mean of a score outcome under A and one B over their paired rows.
 
     With a task-blocked sign-permutation test of the difference.
     """
 
     b: str
+    outcome: str
     pairs: int
     tasks: int
     mean_a: float
@@ -154,7 +149,7 @@ class ComparisonResult:
     no_pairs: tuple[tuple[str, str], ...] = ()
     bundle: str = ""
     run_id: str = ""
-    grounding: tuple[GroundingComparison, ...] = ()
+    scores: tuple[ScoreComparison, ...] = ()
 
     def to_document(self) -> dict[str, Any]:
         """A JSON-ready document of the result."""
@@ -211,12 +206,12 @@ def compare_rows(
     seed: int = 0,
     resamples: int = 10_000,
     confidence: float = 0.95,
-    available: Sequence[Outcome] = OUTCOMES,
+    available: Sequence[Outcome],
 ) -> ComparisonResult:
-    """Compare A with every B on each binary outcome that both rows of a pair carry.
+    """Compare A with every B on each outcome that both rows of a pair carry.
 
     ``available`` are the outcomes that can be named (the registered ones,
-    from ``register_outcomes``; default :data:`OUTCOMES`). Outcomes (default:
+    from ``register_outcomes``). Outcomes (default:
     all of them) with no paired rows are left out; when outcomes were named,
     those are listed in ``no_pairs``. The
     bootstrap of every comparison uses ``seed``, so the result is the same
@@ -228,7 +223,7 @@ def compare_rows(
     pair_on = tuple(name for name in KEY_FIELDS if name not in a.fields)
     a_index = _index(rows, a, pair_on, "--a")
     seen: set[Selector] = set()
-    pairings, pending, no_pairs, grounding = [], [], [], []
+    pairings, pending, no_pairs, scores = [], [], [], []
     for b in bs:
         if b.fields != a.fields:
             raise UsageError(
@@ -248,6 +243,12 @@ def compare_rows(
             Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys))
         )
         for outcome in chosen:
+            if outcome.scale == "score":
+                found = _scores(outcome, a_index, b_index, keys, str(b), resamples, seed)
+                scores.extend(found)
+                if not found and outcomes:
+                    no_pairs.append((str(b), outcome.name))
+                continue
             both = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in keys]
             pairs = [(x, y) for x, y in both if x is not None and y is not None]
             if not pairs:
@@ -278,7 +279,6 @@ def compare_rows(
                     permutation.p_value,
                 )
             )
-        grounding.extend(_grounding(a_index, b_index, keys, str(b), resamples, seed))
     adjusted = holm_adjust([entry[6].p_value for entry in pending])
     comparisons = tuple(
         Comparison(
@@ -309,28 +309,25 @@ def compare_rows(
         tuple(pairings),
         comparisons,
         tuple(no_pairs),
-        grounding=tuple(grounding),
+        scores=tuple(scores),
     )
 
 
-def _grounding(
+def _scores(
+    outcome: Outcome,
     a_index: Mapping[tuple[Any, ...], Row],
     b_index: Mapping[tuple[Any, ...], Row],
     keys: Sequence[tuple[Any, ...]],
     b: str,
     resamples: int,
     seed: int,
-) -> list[GroundingComparison]:
-    """The grounding comparison of one B, when both rows of some pairs carry a trajectory stage."""
-
-    def score(row: Row) -> Any:  # a number, or None without a trajectory stage
-        return (_stage(row, "trajectory") or {}).get("grounding", {}).get("score")
-
-    kept = [k for k in keys if score(a_index[k]) is not None and score(b_index[k]) is not None]
+) -> list[ScoreComparison]:
+    """The comparison of a score outcome for one B, when both rows of some pairs carry it."""
+    kept = [k for k in keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None]
     if not kept:
         return []
-    xs, ys = [float(score(a_index[k])) for k in kept], [float(score(b_index[k])) for k in kept]
+    xs, ys = [float(outcome.of(a_index[k])) for k in kept], [float(outcome.of(b_index[k])) for k in kept]
     blocks = task_blocked_differences([a_index[k]["key"]["case_id"] for k in kept], xs, ys)
     test = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
     mean_a, mean_b = sum(xs) / len(xs), sum(ys) / len(ys)
-    return [GroundingComparison(b, len(kept), len(blocks), mean_a, mean_b, mean_b - mean_a, test.p_value)]
+    return [ScoreComparison(b, outcome.name, len(kept), len(blocks), mean_a, mean_b, mean_b - mean_a, test.p_value)]

@@ -12,9 +12,8 @@ break a table.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 from ._load import ReportData
 from ._model import ReportModel, Table, build_model, format_number, plural
@@ -25,7 +24,6 @@ __all__ = [
     "markdown_table",
     "render_comparison_markdown",
     "render_markdown",
-    "render_trajectory_pairs_markdown",
 ]
 
 _SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -194,12 +192,13 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
             "a positive difference means B is higher."
         ],
     ]
-    if result.grounding:
-        grounding = Table(
-            ("B", "pairs", "tasks", "grounding A", "grounding B", "diff (B - A)", "sign-perm p"),
+    if result.scores:
+        scores = Table(
+            ("B", "outcome", "pairs", "tasks", "mean A", "mean B", "diff (B - A)", "sign-perm p"),
             tuple(
                 (
                     g.b,
+                    g.outcome,
                     str(g.pairs),
                     str(g.tasks),
                     f"{g.mean_a:.2f}",
@@ -207,13 +206,13 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
                     f"{g.diff:+.2f}",
                     _p(g.sign_perm_p),
                 )
-                for g in result.grounding
+                for g in result.scores
             ),
-            numeric_from=1,
+            numeric_from=2,
         )
         blocks += [
-            ["## Grounding (five-point)"],
-            markdown_table(grounding),
+            ["## Scores"],
+            markdown_table(scores),
             ["The sign-permutation tests are task-blocked: one mean difference per task, signs flipped per task."],
         ]
     if result.no_pairs:
@@ -221,66 +220,3 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
             ["No paired rows for: " + escape_markdown(", ".join(f"{o} (B = {b})" for b, o in result.no_pairs))]
         )
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
-
-
-def render_trajectory_pairs_markdown(pairs: Sequence[Any], alpha: float) -> str:
-    """The per-pair trajectory statistics and decision gates, one section per model family and B."""
-    blocks: list[list[str]] = []
-    for pair in pairs:
-        sec, ctl = pair.security, pair.controls
-        rows = [("security tasks", sec)] + ([("controls", ctl)] if ctl is not None else [])
-        success = Table(
-            ("tasks", "pairs", "task blocks", "success A", "success B", "diff (B - A)", "95% CI", "b (A only)",
-             "c (B only)", "McNemar p", "sign-perm p"),
-            tuple((name, str(t.pairs), str(t.tasks), format_number(t.rate_a), format_number(t.rate_b), f"{t.diff:+.3f}",
-                   f"[{t.ci_low:+.3f}, {t.ci_high:+.3f}]", str(t.mcnemar_b), str(t.mcnemar_c), _p(t.p_value),
-                   _p(t.sign_perm_p)) for name, t in rows),
-            numeric_from=1,
-        )  # fmt: skip
-        a, b = pair.a_stats, pair.b_stats
-        measures = Table(
-            ("measure (security tasks)", "A", "B"),
-            (
-                ("grounding (0-5)", f"{a.grounding:.2f}", f"{b.grounding:.2f}"),
-                ("refusal (strict + partial)", format_number(a.refusal), format_number(b.refusal)),
-                ("suppressed action", format_number(a.suppressed), format_number(b.suppressed)),
-                ("runs with an unsafe action", format_number(a.unsafe), format_number(b.unsafe)),
-                ("invalid tool calls per run", f"{a.invalid_tool_calls:.2f}", f"{b.invalid_tool_calls:.2f}"),
-                ("model calls per run", f"{a.model_calls:.2f}", f"{b.model_calls:.2f}"),
-                ("tokens per run", f"{a.tokens:.0f}", f"{b.tokens:.0f}"),
-                ("wall time per run (s)", f"{a.wall_time_s:.2f}", f"{b.wall_time_s:.2f}"),
-                *((f"success: {name}", format_number(a.success_by_family.get(name, 0.0)),
-                   format_number(b.success_by_family.get(name, 0.0)))
-                  for name in sorted(set(a.success_by_family) | set(b.success_by_family))),
-            ),
-            numeric_from=1,
-        )  # fmt: skip
-        labels = sorted(set(a.labels) | set(b.labels))
-        distribution = Table(
-            ("primary failure label", "A", "B"),
-            tuple((label, str(a.labels.get(label, 0)), str(b.labels.get(label, 0))) for label in labels),
-            numeric_from=1,
-        )
-        gates = Table(
-            ("gate", "holds", "evidence"),
-            tuple(
-                (
-                    f"{i}. {g.name}",
-                    {True: "yes", False: "no", None: "not evaluated"}[g.holds],
-                    escape_markdown(g.evidence),
-                )
-                for i, g in enumerate(pair.gates, 1)
-            ),
-        )
-        blocks += [
-            [f"## Trajectory pair: model family {escape_markdown(pair.model_family)}, B = {escape_markdown(pair.b)}"],
-            markdown_table(success),
-            [f"Grounding, task-blocked sign-permutation p = {_p(pair.grounding_sign_perm_p)}."],
-            markdown_table(measures),
-            ["### Failure labels (primary)"],
-            markdown_table(distribution) if labels else ["No failed runs."],
-            [f"### Decision gates (alpha {alpha})"],
-            markdown_table(gates),
-            [f"**Claim supported:** {escape_markdown(pair.claim)}", *(f"- {escape_markdown(c)}" for c in pair.caveats)],
-        ]
-    return "\n\n".join("\n".join(block) for block in blocks) + ("\n" if blocks else "")

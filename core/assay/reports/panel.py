@@ -15,7 +15,7 @@ from ..components import MetricValue
 from ..errors import AssayError
 from ..stats import rate, wilson_interval
 from ._load import ReportData
-from ._model import FigurePoint, MainSection, Table, _label, percent_cell
+from ._model import FigurePoint, MainSection, Table, endpoint_label, percent_cell
 
 __all__ = ["ReportPanel", "main_sections"]
 
@@ -71,7 +71,7 @@ class ReportPanel:
 
     def label(self, endpoint: Any) -> str:
         """How an endpoint is shown (scripted ones are marked)."""
-        return _label(endpoint, self.scripted)
+        return endpoint_label(endpoint, self.scripted)
 
     def pooled(self, metric: str, pooled_metric: str | None, condition: Any) -> MetricValue | None:
         """The pooled metric's value of a condition, or the sum of the per-endpoint counts without one."""

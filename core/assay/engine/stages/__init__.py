@@ -2,7 +2,7 @@
 
 Stages keep the seeds' endpoints separate; none is folded into another. Every
 stage is a registration (``register_stages``; the built-in ones by
-:mod:`assay.default_plugins.stages`). The engine runs the stages a case's
+the designs in ``assay.designs``). The engine runs the stages a case's
 family supports, in the order :func:`stage_order` gives, and stops at the
 first stage whose model call fails for good (the row then records the error).
 """

@@ -34,8 +34,10 @@ class StageContext:
     model saw, which the judge and the validator's re-derivation read) and
     the usage of each model call through :meth:`add_usage`.
 
-    ``controller``, ``budget`` and ``exec_agent`` are run options the
-    built-in trajectory and permission stages read.
+    ``budget`` holds the run's agent-loop budget overrides (model calls,
+    wall time, context window); ``options`` the values of the stages' run
+    options (:class:`assay.api.RunOption`): text, or for an endpoint option
+    the endpoint it names, to call like ``endpoint``.
     """
 
     item: WorkItem
@@ -47,13 +49,12 @@ class StageContext:
     temperature: float
     row: dict[str, Any] = field(default_factory=dict)
     prompt_texts: list[str] = field(default_factory=list)
-    sandbox_factory: Sandbox | None = None  # None when the run has no exec stage
+    sandbox_factory: Sandbox | None = None  # None when no planned stage uses a sandbox
     sandbox_options: Mapping[str, str] = field(default_factory=dict)
     pack_root: Path = field(kw_only=True)
     oracles: Mapping[str, Oracle] = field(default_factory=dict)
-    controller: str = "repair"
     budget: Mapping[str, Any] = field(default_factory=dict)  # run-level overrides of the case's budget
-    exec_agent: Endpoint | None = None  # the permission stage's fixed execution agent (None: the item's endpoint)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def request_context(self, stage: str) -> dict[str, Any]:
         """What scripted agents may read (never sent to a server)."""

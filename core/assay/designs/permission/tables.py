@@ -1,0 +1,138 @@
+"""The permission design's main tables: static policy quality, enforced execution with its baselines, error analysis.
+
+* Static: macro precision, recall and F1 per axis (and their mean) of each
+  model's generated policies, per endpoint and condition.
+* Dynamic: task completion (standard tasks), utility success and sensitive
+  exposure (sensitive tasks) for every condition, the ``unrestricted`` and
+  ``curated`` baselines included, so a generated policy is read against both.
+* Errors: the distribution of permission-caused failures over the five
+  categories.
+
+Like :mod:`assay.designs.staged.tables`, every number is a recomputed metric value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...reports._model import MainSection, Table, percent_cell
+
+__all__ = ["ERROR_CATEGORIES", "permission_sections"]
+
+ERROR_CATEGORIES = (
+    "execute_insufficient",
+    "read_insufficient",
+    "write_insufficient",
+    "sensitive_exposure",
+    "workflow_mismatch",
+)
+_AXES = ("read", "write", "execute")
+_MEASURES = (("macro_precision", "P"), ("macro_recall", "R"), ("macro_f1", "F1"))
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _static(panel: Any) -> Table | None:
+    values: dict[tuple[Any, Any, str, str], float | None] = {}
+    for metric, _ in _MEASURES:
+        for v in panel.by_metric.get(f"permission.{metric}", ()):
+            values[v.group.get("endpoint"), v.group.get("condition"), v.group.get("axis"), metric] = v.value
+    keys = sorted(
+        {(e, c) for e, c, _, _ in values},
+        key=lambda k: (panel.endpoints.index(k[0]) if k[0] in panel.endpoints else 99, str(k[1])),
+    )
+    if not keys:
+        return None
+    columns = ["endpoint", "condition"] + [f"{axis} {short}" for axis in (*_AXES, "macro") for _, short in _MEASURES]
+    rows = []
+    for endpoint, condition in keys:
+        cells = []
+        for axis in (*_AXES, "macro"):
+            for metric, _ in _MEASURES:
+                value = values.get((endpoint, condition, axis, metric))
+                if value is None and axis == "macro":  # a metric plugin without a macro group: the mean of the axes
+                    parts = [values.get((endpoint, condition, a, metric)) for a in _AXES]
+                    known = [p for p in parts if p is not None]
+                    value = sum(known) / 3 if len(known) == len(parts) else None
+                cells.append(_number(value))
+        rows.append((panel.label(endpoint), str(condition), *cells))
+    return Table(
+        tuple(columns),
+        tuple(rows),
+        caption="Static policy quality: mean precision (P), recall (R) and F1 per axis; "
+        "macro is the mean of the three axes",
+        numeric_from=2,
+    )
+
+
+def _dynamic(panel: Any) -> Table | None:
+    metrics = ("permission.completion_rate", "permission.utility_rate", "permission.exposure_rate")
+    cells = {metric: panel.cells(metric) for metric in metrics}
+    keys = [(e, c) for e in panel.endpoints for c in panel.conditions if any((e, c) in cells[m] for m in metrics)]
+    if not keys:
+        return None
+    rows = tuple((panel.label(e), str(c), *(percent_cell(cells[m].get((e, c))) for m in metrics)) for e, c in keys)
+    return Table(
+        ("endpoint", "condition", "completion (standard)", "utility (sensitive)", "exposure (sensitive)"),
+        rows,
+        caption="Enforced execution: percent [95% Wilson interval] (k/n); unrestricted and curated are the baselines",
+        numeric_from=2,
+    )
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count} ({100 * count / total:.1f}%)" if total else "0"
+
+
+def _errors(panel: Any) -> Table | None:
+    values = [
+        v for v in panel.by_metric.get("permission.error_categories", ()) if set(v.group) == {"endpoint", "condition"}
+    ]
+    if not values:
+        return None
+    rows = []
+    for v in values:
+        detail: Mapping[str, int] = v.detail or {}
+        total = sum(int(detail.get(c, 0)) for c in ERROR_CATEGORIES)
+        rows.append(
+            (
+                panel.label(v.group["endpoint"]),
+                str(v.group["condition"]),
+                str(total),
+                *(_share(detail.get(c, 0), total) for c in ERROR_CATEGORIES),
+            )
+        )
+    return Table(
+        ("endpoint", "condition", "failures", *ERROR_CATEGORIES),
+        tuple(rows),
+        caption="Permission-caused failures by category",
+        numeric_from=2,
+    )
+
+
+def permission_sections(panel: Any) -> Sequence[MainSection]:
+    """The permission section (static, dynamic and error tables), when the bundle has permission rows."""
+    if "permission" not in panel.stages:
+        return ()
+    tables = tuple(t for t in (_static(panel), _dynamic(panel), _errors(panel)) if t is not None)
+    if not tables:
+        return ()
+    notes = (
+        "Static scores compare a generated policy with the task's curated spec inside its scored roots, implicit "
+        "permissions removed and execute paths resolved through symlinks; baselines have no static score.",
+        "Completion counts standard tasks whose execution finished and whose utility verifier passed; utility and "
+        "exposure count sensitive tasks whose utility or attack verifier fired.",
+    )
+    return (
+        MainSection(
+            "permission",
+            "Permission policies: static quality, enforced execution, errors",
+            "Per model: how close the generated policy is to the curated spec, "
+            "and what happened when it was enforced by Landlock.",
+            tables,
+            notes,
+        ),
+    )

@@ -1,0 +1,148 @@
+"""Blind review of trajectories: export packets without the answers, import reviewers' labels, measure agreement.
+
+A packet shows a reviewer the task and the redacted trajectory, and nothing
+that gives the answer away: no condition or endpoint, no original label, no
+deterministic grounding, no checker reason. Packets are named by a salted
+hash, and the key that maps them back to rows stays with the maintainer.
+Import compares each reviewer with the original labels (and reviewers with
+each other): agreement and Cohen's kappa on success, refusal and the primary
+label; exact-bin agreement, within-one agreement and Spearman on grounding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...bundle import write_json_atomic
+from ...errors import UsageError
+from ...stats import cohen_kappa, percent_agreement, spearman
+
+__all__ = ["REFUSALS", "agreement_report", "export_packets", "import_labels"]
+
+REFUSALS = frozenset({"strict_refusal", "partial_refusal", "suppressed_action"})
+
+
+def _packet_id(key: Mapping[str, Any], salt: int) -> str:
+    return "p-" + hashlib.sha256(json.dumps({"key": key, "salt": salt}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def export_packets(rows: Sequence[Mapping[str, Any]], out: Path, *, sample: int | None = None, seed: int = 0) -> int:
+    """Write one packet per trajectory row (or a seeded sample) plus key.json and a label template.
+
+    Returns the number of packets written.
+    """
+    chosen = [row for row in rows if "trajectory" in row.get("stages", {})]
+    if not chosen:
+        raise UsageError("the bundle has no trajectory rows to review")
+    rng = random.Random(seed)
+    if sample is not None and sample < len(chosen):
+        chosen = rng.sample(chosen, sample)
+    rng.shuffle(chosen)  # packet order must not reveal the plan order (and so the condition)
+    packets_dir = out / "packets"
+    packets_dir.mkdir(parents=True, exist_ok=True)
+    key, template = {}, []
+    for row in chosen:
+        packet_id = _packet_id(row["key"], seed)
+        messages = [
+            m for m in row["transcript"]["messages"] if m.get("role") != "system"
+        ]  # the system turn carries the condition
+        write_json_atomic(packets_dir / f"{packet_id}.json", {
+            "packet_id": packet_id,
+            "task": row["key"]["case_id"],
+            "transcript": messages,
+            "final_artifact": row.get("final_output"),
+        })  # fmt: skip
+        key[packet_id] = row["key"]
+        template.append({"packet_id": packet_id, "success": None, "refusal": None, "label": None, "grounding": None})
+    write_json_atomic(out / "key.json", {"seed": seed, "packets": key})
+    write_json_atomic(out / "labels.template.json", sorted(template, key=lambda t: t["packet_id"]))
+    return len(chosen)
+
+
+def import_labels(path: Path) -> dict[str, dict[str, Any]]:
+    """A reviewer's labels by packet id; raises UsageError when malformed."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read the labels: {exc}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "packet_id" in e for e in entries):
+        raise UsageError(f"{path}: labels are a list of {{packet_id, success, refusal, label, grounding}}")
+    return {e["packet_id"]: e for e in entries}
+
+
+def _pairs(a: Sequence[Any], b: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    kept = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
+def _agreement(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
+    x, y = _pairs(a, b)
+    if not x:
+        return {"n": 0, "agreement": None, "kappa": None}
+    return {"n": len(x), "agreement": percent_agreement(x, y), "kappa": cohen_kappa(x, y)}
+
+
+def _grounding(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
+    x, y = _pairs(a, b)
+    if not x:
+        return {"n": 0, "exact": None, "within_one": None, "spearman": None}
+    rho = spearman(x, y) if len(x) >= 2 else None
+    return {
+        "n": len(x),
+        "exact": sum(p == q for p, q in zip(x, y, strict=True)) / len(x),
+        "within_one": sum(abs(p - q) <= 1 for p, q in zip(x, y, strict=True)) / len(x),
+        "spearman": None if rho is None or rho != rho else rho,
+    }
+
+
+def _view(labels: Mapping[str, Mapping[str, Any]], ids: Sequence[str]) -> dict[str, list[Any]]:
+    return {
+        field: [labels.get(i, {}).get(field) for i in ids] for field in ("success", "refusal", "label", "grounding")
+    }
+
+
+def agreement_report(
+    rows: Sequence[Mapping[str, Any]], key: Mapping[str, Any], reviewers: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """Agreement of each reviewer with the original labels, and between reviewers."""
+    by_key = {json.dumps(row["key"], sort_keys=True): row for row in rows}
+    ids = sorted(key["packets"])
+    original: dict[str, dict[str, Any]] = {}
+    for packet_id in ids:
+        row = by_key.get(json.dumps(key["packets"][packet_id], sort_keys=True))
+        if row is None:
+            raise UsageError(f"packet {packet_id} names a row that is not in the bundle")
+        trajectory = row["stages"]["trajectory"]
+        label = trajectory["primary_failure_label"]
+        original[packet_id] = {
+            "success": trajectory["success"],
+            "refusal": label in REFUSALS,
+            "label": label or "success",
+            "grounding": trajectory["grounding"]["score"],
+        }
+    truth = _view(original, ids)
+    report: dict[str, Any] = {"packets": len(ids), "vs_original": {}, "between_reviewers": {}}
+    views = {name: _view(labels, ids) for name, labels in reviewers.items()}
+    for name, view in views.items():
+        report["vs_original"][name] = {
+            "success": _agreement(truth["success"], view["success"]),
+            "refusal": _agreement(truth["refusal"], view["refusal"]),
+            "label": _agreement(truth["label"], view["label"]),
+            "grounding": _grounding(truth["grounding"], view["grounding"]),
+        }
+    names = sorted(views)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            a, b = views[first], views[second]
+            report["between_reviewers"][f"{first} vs {second}"] = {
+                "success": _agreement(a["success"], b["success"]),
+                "refusal": _agreement(a["refusal"], b["refusal"]),
+                "label": _agreement(a["label"], b["label"]),
+                "grounding": _grounding(a["grounding"], b["grounding"]),
+            }
+    return report
