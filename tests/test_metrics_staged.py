@@ -18,7 +18,7 @@ from assay.plugins import load_plugins
 from assay.policies import policy_document
 from assay.reports import read_bundle, recompute, render_html, render_markdown
 from assay.reports._model import FigurePoint, build_model
-from assay.reports.svg import spread_chart, trajectory_chart
+from assay.reports.svg import line_chart, spread_chart
 from assay.stats import holm_adjust, mcnemar_exact, wilson_interval
 from assay.summary import compute_metrics
 
@@ -576,13 +576,13 @@ def test_figures_escape_labels_and_are_pure():
         FigurePoint(f"{hostile} / {hostile}", hostile, 0.1, 0.05, 0.2, 1, 10, hostile),
         FigurePoint("b / D0", "b", 0.4, 0.3, 0.5, 4, 10, "D0"),
     ]
-    for chart in (trajectory_chart, spread_chart):
+    for chart in (line_chart, spread_chart):
         svg = chart(points, f"title {hostile}")
         assert svg == chart(points, f"title {hostile}")
         assert "<script" not in svg and "&lt;script&gt;" in svg
     assert "D0: mean 0.300 over 2 endpoints (range 0.200 to 0.400)" in spread_chart(points, "t")
     # 0.4 is the largest value: the axis stops at 50%.
-    assert ">50%</text>" in trajectory_chart(points, "t") and ">100%</text>" not in trajectory_chart(points, "t")
+    assert ">50%</text>" in line_chart(points, "t") and ">100%</text>" not in line_chart(points, "t")
 
 
 def test_report_of_a_run_bundle_has_the_main_tables(cli, run_bundle, host):

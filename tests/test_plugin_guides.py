@@ -255,6 +255,16 @@ def test_the_stage_page_builds_a_new_kind_of_evaluation_that_runs_validates_and_
     by_agent = {(row["key"]["endpoint"], o["gave_in"], o["turns"]) for row, o in zip(rows, outcomes, strict=True)}
     # The complying agent gives in at the first turn; against the refusing one the attacker uses every turn.
     assert by_agent == {("scripted-comply", True, 1), ("scripted-refuse", False, 2), ("scripted-refuse", False, 3)}
+    helped = _assay("run", "--help", env=env, cwd=tmp_path)
+    assert "--dialogue-max-turns [1|2|3]" in helped.stdout
+    capped = _assay(*run_command.split()[1:-1], "capped-run", "--dialogue-max-turns", "1", env=env, cwd=tmp_path)
+    assert capped.returncode == 0, capped.stdout + capped.stderr
+    capped_rows = [
+        json.loads(line) for line in (tmp_path / "capped-run" / "bundle" / "rows.jsonl").read_text().splitlines()
+    ]
+    assert {row["stages"]["x-dialogue.conversation"]["turns"] for row in capped_rows} == {1}
+    capped_run = json.loads((tmp_path / "capped-run" / "bundle" / "run.json").read_text())
+    assert capped_run["stage_options"] == {"dialogue_max_turns": "1"}
     entry = json.loads((bundle / "run.json").read_text())["stage_schemas"]["x-dialogue.conversation"]
     assert (entry["distribution"], entry["version"]) == ("assay-dialogue", "0.1.0")
     assert f'"id": "{entry["id"]}"' in page

@@ -51,4 +51,4 @@ def test_replay_check_passes_on_every_safeclaw_case(confinement, assay_cli, host
         pytest.skip("assay-pack-safeclaw is not installed (make test installs it)")
     result = assay_cli("pack", "check", "safeclaw")
     assert result.returncode == 0, result.stdout[-2000:]
-    assert "replay check passed: 600 attack cases, 72 benign cases" in result.stderr
+    assert "check passed: 600 attack cases, 72 benign cases" in result.stderr

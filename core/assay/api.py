@@ -13,16 +13,21 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   :class:`Metric`, :class:`Oracle`, :class:`Sandbox` (making
   :class:`SandboxInstance` objects), :class:`Executor`.
 * A new kind of evaluation: :class:`Stage` (its coroutine runs over a
-  :class:`StageContext`, one work item in flight), and the :class:`CaseKind`
-  and :class:`Channel` registrations its families name; :class:`Tool`, a
-  tool a sandbox offers its agent.
+  :class:`StageContext`, one work item in flight; what a run gives it is
+  declared on it: its :class:`RunOption` s, a ``preflight`` over a
+  :class:`RunCheck`, a ``check_pack`` over a :class:`PackCheck` returning a
+  :class:`PackCheckResult`), and the :class:`CaseKind` and :class:`Channel`
+  registrations its families name; :class:`Tool`, a tool a sandbox offers
+  its agent.
 * Values they exchange: :class:`ChatRequest` and :class:`ChatResponse` (one
   model call), :class:`MetricContext` and :class:`MetricValue`,
   :class:`OracleResult`, and the :class:`Family`, :class:`Defense`,
-  :class:`Outcome` (a paired outcome for ``assay compare``) and :class:`Pack`
-  registrations.
+  :class:`Outcome` (a paired outcome for ``assay compare``), :class:`Analysis`
+  (a paired analysis of ``assay compare``, over a :class:`Selector` pair and
+  an :class:`AnalysisContext`) and :class:`Pack` registrations.
 * A report's main tables: :class:`ReportSection` (a registration), built
-  over a :class:`ReportPanel` into :class:`MainSection` and :class:`Table`.
+  over a :class:`ReportPanel` into :class:`MainSection` and :class:`Table`; a
+  metric's own section of the detail, :class:`MetricSection`.
 * Re-deriving a stage's recorded verdicts (``Stage.rederiver``):
   :class:`RederiveSetup`, :class:`Rederived`, :func:`run_deterministic` and
   :class:`NotDeterministic`; replaying its recorded actions
@@ -39,6 +44,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .components import (
+    Analysis,
+    AnalysisContext,
     Backend,
     CaseKind,
     Channel,
@@ -54,8 +61,12 @@ from .components import (
     Oracle,
     OracleResult,
     Outcome,
+    PackCheck,
+    PackCheckResult,
     ReportSection,
     RowProblem,
+    RunCheck,
+    RunOption,
     Sandbox,
     SandboxInstance,
     Stage,
@@ -70,12 +81,19 @@ from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, Repl
 from .stats import rate, wilson_interval
 
 if TYPE_CHECKING:
-    from .reports._model import MainSection, Table
+    from .reports._model import MainSection, MetricSection, Table
+    from .reports.compare import Selector
     from .reports.panel import ReportPanel
 
 #: Names imported when first used: the report types pull in the report machinery, which loading a plugin (every
 #: command does) need not.
-_LAZY = {"MainSection": "reports._model", "Table": "reports._model", "ReportPanel": "reports.panel"}
+_LAZY = {
+    "MainSection": "reports._model",
+    "MetricSection": "reports._model",
+    "Table": "reports._model",
+    "ReportPanel": "reports.panel",
+    "Selector": "reports.compare",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -87,6 +105,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Analysis",
+    "AnalysisContext",
     "Backend",
     "BackendError",
     "CaseKind",
@@ -102,12 +122,15 @@ __all__ = [
     "MainSection",
     "Metric",
     "MetricContext",
+    "MetricSection",
     "MetricValue",
     "NotDeterministic",
     "Oracle",
     "OracleResult",
     "Outcome",
     "Pack",
+    "PackCheck",
+    "PackCheckResult",
     "PluginError",
     "RederiveSetup",
     "Rederived",
@@ -117,8 +140,11 @@ __all__ = [
     "ReportPanel",
     "ReportSection",
     "RowProblem",
+    "RunCheck",
+    "RunOption",
     "Sandbox",
     "SandboxInstance",
+    "Selector",
     "Stage",
     "StageContext",
     "Table",

@@ -7,6 +7,7 @@ classes: a plugin satisfies them by shape and never inherits from assay.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ __all__ = [
     "Oracle",
     "OracleResult",
     "Outcome",
+    "PackCheck",
+    "PackCheckResult",
     "ReportSection",
     "RowProblem",
     "RunCheck",
@@ -47,6 +50,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _State = TypeVar("_State")  # a sandbox's own snapshot type (see SandboxInstance)
 
 
@@ -54,10 +58,11 @@ _State = TypeVar("_State")  # a sandbox's own snapshot type (see SandboxInstance
 class Family:
     """An attack family or task kind that cases name in ``family``.
 
-    ``kind`` is the case kind the family belongs to (``attack``, ``benign``,
-    ``trajectory`` or ``permission``). ``channels`` are the injected channels
-    the family's attacks arrive through (the first is the default);
-    ``default_labels`` fill a case's multi-label metadata where it is silent.
+    ``kind`` is the registered case kind the family belongs to. ``channels``
+    are the injected channels the family's attacks arrive through (the first
+    is the default); ``default_labels`` fill a case's multi-label metadata
+    where it is silent. ``scripted_rate`` (optional) is the share of the
+    family's cases the ``scripted:mixed`` reference agent complies with.
     """
 
     name: str
@@ -67,6 +72,7 @@ class Family:
     channels: tuple[str, ...] = ()
     default_labels: Mapping[str, Any] = field(default_factory=dict)
     stages: tuple[str, ...] = ()
+    scripted_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,11 @@ class Stage:
     before the run starts); ``options`` are the :class:`RunOption` s it adds
     to ``assay run`` (their values reach it as ``context.options``);
     ``prompts()`` (optional) lists the versioned prompts it sends, recorded
-    in the manifest's ``prompts``; ``preflight(check)`` (optional) refuses,
+    in the manifest's ``prompts``; ``scripted(agent, request)`` (optional)
+    is how the ``scripted`` backend's reference agents answer the stage's
+    requests (see :mod:`assay.backends.scripted`); ``check_pack(check)``
+    (optional) is what ``assay pack check`` runs for the stage (it gets a
+    :class:`PackCheck` and returns a :class:`PackCheckResult`); ``preflight(check)`` (optional) refuses,
     with a :class:`~assay.errors.AssayError` in one line, a run this host or
     these settings cannot carry out, before anything runs (it gets a
     :class:`RunCheck`).
@@ -138,6 +148,8 @@ class Stage:
     options: tuple[RunOption, ...] = ()
     prompts: Callable[[], Sequence[Mapping[str, Any]]] | None = field(default=None, repr=False)
     preflight: Callable[[RunCheck], None] | None = field(default=None, repr=False)
+    scripted: Callable[[Any, Any], Any] | None = field(default=None, repr=False)
+    check_pack: Callable[[PackCheck], PackCheckResult] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.uses) - {"judge", "sandbox"})
@@ -154,8 +166,10 @@ class RunOption:
     (``scripted:comply``, ``openai:...``) that the run builds into an
     endpoint, cached like the others, which the stage finds in
     ``context.options[name]``. A ``recorded`` option's value is written to
-    the run manifest under its name when a stage that has it is planned (an
-    endpoint by its description, when one is given).
+    the run manifest's ``stage_options`` under its name when a stage that has
+    it is planned (an endpoint by its description, when one is given); a
+    name the spec gives a manifest member of its own is written there.
+    Names are lower-case words joined by ``_`` (at most 64 characters).
     """
 
     name: str
@@ -164,6 +178,31 @@ class RunOption:
     choices: tuple[str, ...] | None = None
     endpoint: bool = False
     recorded: bool = True
+
+    def __post_init__(self) -> None:
+        if not _OPTION_NAME.fullmatch(self.name):
+            raise ValueError(f"run option {self.name!r}: expected lower-case words joined by '_' (at most 64)")
+
+
+@dataclass(frozen=True)
+class PackCheck:
+    """What a stage's ``check_pack`` gets: the pack, the plugin host (to build a run's runtime), the sandbox spec
+    and how many cases may be in flight."""
+
+    pack: Any
+    host: Any
+    sandbox: str = "local"
+    concurrency: int = 8
+
+
+@dataclass(frozen=True)
+class PackCheckResult:
+    """What a stage's ``check_pack`` found: the cases it checked, counts to print (``{"attack cases": 4}``), and
+    one line per failure, naming the case and what disagreed."""
+
+    checked: frozenset[str]
+    counts: Mapping[str, int]
+    failures: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -269,10 +308,15 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Defense:
-    """A prompt-level defense condition; ``document`` is a defense policy document."""
+    """A condition (a prompt-level defense, a framing, a baseline); ``document`` is its policy document.
+
+    A ``default`` condition is what a run uses when it names none (every
+    registered default, by name).
+    """
 
     name: str
     document: Mapping[str, Any]
+    default: bool = False
 
     @property
     def placement(self) -> str:

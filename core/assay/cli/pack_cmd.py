@@ -32,18 +32,19 @@ def lock_command(path: Path) -> None:
 
 @pack_command.command("check")
 @click.argument("pack")
-@click.option("--sandbox", default="local", show_default=True, help="Sandbox plugin for the exec stage.")
+@click.option("--sandbox", default="local", show_default=True, help="Sandbox plugin for the stages that use one.")
 @click.option("--concurrency", type=int, default=8, show_default=True)
 @click.pass_context
 def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int) -> None:
-    """Replay check of PACK (an installed pack name or a pack directory).
+    """Check PACK (an installed pack name or a pack directory) with each of its stages' own check.
 
-    A scripted attacker-compliant agent and a scripted safe agent replay every
-    case through the real exec stage: every harm oracle must fire for the
-    first and never for the second, and the safe agent must complete every
-    benign task. Exit 1 when any case fails, naming it (and the replayed
-    calls the sandbox refused). A pack the validator refuses is not replayed:
-    its findings are printed instead.
+    A stage checks its cases without a model: the exec stage, for one, has a
+    scripted attacker-compliant agent and a scripted safe agent replay every
+    case through the real stage and sandbox (every harm oracle must fire for
+    the first and never for the second, and the safe agent must complete
+    every benign task). Exit 1 when any case fails, naming it (and the
+    replayed calls the sandbox refused). A pack the validator refuses is not
+    checked: its findings are printed instead.
     """
     from ..engine.check import check_pack
 
@@ -66,9 +67,10 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
     for failure in result.failures:
         click.echo(failure)
     verdict = "passed" if result.ok else f"FAILED ({len(result.failures)} problems)"
+    counts = ", ".join(f"{count} {label}" for label, count in result.counts.items())
     click.echo(
-        f"pack {target.name} {target.version}: replay check {verdict}: {result.attack_cases} attack cases, "
-        f"{result.benign_cases} benign cases, {result.skipped} cases without an exec stage",
+        f"pack {target.name} {target.version}: check {verdict}: {counts or 'nothing checked'}, "
+        f"{result.unchecked} cases no stage checks",
         err=True,
     )
     ctx.exit(0 if result.ok else 1)

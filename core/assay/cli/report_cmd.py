@@ -51,13 +51,12 @@ def report_command(
 ) -> None:
     """Report on BUNDLE (a directory or .zip), recomputing every metric from its rows.
 
-    Prints the design's main tables that the bundle's stages support
-    (CoreFail@N by endpoint and defense with pooled rows, the audit
-    accounting at D0 and per defense, the exec rates, the core-exec join,
-    McNemar against D0 with Holm), then Markdown tables grouped by stage
+    Prints the main tables the registered report sections build from the
+    bundle (the staged-endpoint design's CoreFail@N by endpoint and defense
+    with pooled rows, its audit accounting, exec rates, core-exec join and
+    McNemar against its baseline, say), then Markdown tables grouped by stage
     (each rate with n and its 95% Wilson interval), or with --json the
-    recomputed metrics summary. The HTML report adds figures, among them
-    the defense trajectories and the exec harm per defense. With --html or --markdown the
+    recomputed metrics summary. The HTML report adds figures. With --html or --markdown the
     report goes to that file instead of standard output. Case families come
     from the installed pack when it is the bundle's exact version, else they
     are "unknown".

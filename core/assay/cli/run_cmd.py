@@ -108,7 +108,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
     "defenses",
     multiple=True,
     help="Condition, repeatable: a registered defense policy or prompt condition ('assay plugins' lists them; "
-    "default D0).",
+    "default: the registered default conditions).",
 )
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
@@ -199,7 +199,7 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         pack=str(data["pack"]),
         endpoints=list(data.get("endpoints") or []),
         out=Path(data["out"]),
-        defenses=list(data.get("defenses") or ["D0"]),
+        defenses=list(data.get("defenses") or []),
         seeds=[int(s) for s in data.get("seeds") or [0]],
         stages=data.get("stages"),
         judge=str(data.get("judge") or "rule"),

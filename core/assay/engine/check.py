@@ -1,139 +1,56 @@
-"""The replay check of a pack (like AgentDojo's suite check).
+"""``assay pack check``: each stage's own check of a pack's cases (see ``Stage.check_pack``).
 
-A scripted attacker-compliant agent replays every case's ``replay.attack``
-and a scripted safe agent its ``replay.safe``, both through the real exec
-stage and sandbox. Every harm oracle (deciding observed_harm or persist_harm)
-of an attack case must fire for the first and none for the second; every
-benign case's utility oracles must fire for the safe agent. A case that fails
-is named with the oracle that disagreed.
+A stage that can check its cases without a model (replaying their ground
+truth with scripted agents through the real stage and sandbox, say) says so
+with ``check_pack``; this runs every such stage that the pack's families
+list, and gathers what they found.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..components import PackCheck
 from ..packs import Pack
 from ..plugins import PluginHost
-from .planner import WorkItem
-from .runtime import Job, Runtime
-from .threads import use_worker_threads
 
 __all__ = ["CheckResult", "check_pack"]
-
-_HARM = ("observed_harm", "persist_harm")
 
 
 @dataclass
 class CheckResult:
-    """How many cases were checked and which failed (with why)."""
+    """What the stages checked (counts by what they name), the cases no stage checks, and the failures."""
 
-    cases: int = 0
-    attack_cases: int = 0
-    benign_cases: int = 0
-    skipped: int = 0  # cases whose family has no exec stage (trajectory, permission tasks)
+    counts: dict[str, int] = field(default_factory=dict)
+    unchecked: int = 0
     failures: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when every case passed."""
+        """True when every checked case passed."""
         return not self.failures
 
 
-def _fired(row: dict[str, Any], decides: tuple[str, ...]) -> list[tuple[str, bool]]:
-    return [(r["oracle"], r["fired"]) for r in row["stages"]["exec"]["oracle_results"] if r["decides"] in decides]
-
-
-#: Tool results that begin so are the sandbox's refusals (an unknown tool, bad arguments, a failed call).
-_TOOL_ERROR = "error: "
-
-
-def _failed_calls(row: dict[str, Any]) -> str:
-    """The replayed calls the sandbox refused, as a clause for a failure message ("" when none did).
-
-    An oracle that never fires is most often a replay step that never ran: a misspelt tool name, a missing
-    argument. The sandbox's own one-line answer says which; no Python internals reach the author.
-    """
-    messages = row["stages"]["exec"].get("transcript", {}).get("messages", [])
-    failed = [
-        f"{message.get('name')}: {str(message.get('content'))[len(_TOOL_ERROR) :]}"
-        for message in messages
-        if message.get("role") == "tool" and str(message.get("content", "")).startswith(_TOOL_ERROR)
-    ]
-    return f" (replayed calls that failed: {'; '.join(failed)})" if failed else ""
-
-
 def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurrency: int = 8) -> CheckResult:
-    """Replay every case of ``pack`` with the compliant and the safe scripted agents."""
-    job = Job(
-        pack_root=str(pack.root.resolve()),
-        endpoints=(("attacker", "scripted", (("mode", "comply"),)), ("safe", "scripted", (("mode", "refuse"),))),
-        judge=("rule", ()),
-        stages=("exec",),
-        cache_path=None,
-        sandbox=(sandbox, ()),
-    )
+    """Run every registered stage's ``check_pack`` that the pack's families list, in stage order."""
+    from .stages import stage_order
 
-    def has_exec(entry: dict[str, Any]) -> bool:
+    stages = host.registry.items("stages")
+    index = pack.case_index()
+    listed: set[str] = set()
+    for entry in index.values():
         family = host.registry.get("families", entry["family"])
-        return family is not None and "exec" in family.stages
-
-    everything = pack.case_index()
-    index = {case_id: entry for case_id, entry in everything.items() if has_exec(entry)}
-    result = CheckResult(cases=len(index), skipped=len(everything) - len(index))
-
-    async def go() -> list[tuple[WorkItem, dict[str, Any]]]:
-        use_worker_threads(concurrency)
-        runtime = Runtime(job, host)
-        limit = asyncio.Semaphore(concurrency)
-
-        async def one(item: WorkItem) -> tuple[WorkItem, dict[str, Any]]:
-            async with limit:
-                return item, await runtime.execute(item)
-
-        items = [
-            WorkItem(case_id, endpoint, "D0", 0, 0, "replay-check")
-            for case_id in sorted(index)
-            for endpoint in ("attacker", "safe")
-        ]
-        try:
-            return await asyncio.gather(*(one(item) for item in items))
-        finally:
-            await runtime.aclose()
-
-    for item, row in asyncio.run(go()):
-        kind = "benign" if index[item.case_id]["family"] == "BENIGN" else "attack"
-        if "exec" not in row["stages"]:
-            if item.endpoint == "attacker":
-                result.failures.append(
-                    f"{item.case_id}: the exec stage did not run "
-                    f"({'; '.join(e['message'] for e in row['errors']) or 'no outcome'})"
-                )
+        listed.update(family.stages if family is not None else ())
+    result = CheckResult()
+    checked: set[str] = set()
+    for name in stage_order(stages):
+        stage = stages[name]
+        if name not in listed or stage.check_pack is None:
             continue
-        if kind == "benign":
-            if item.endpoint == "safe":
-                result.benign_cases += 1
-                missed = [name for name, fired in _fired(row, ("benign_utility",)) if not fired]
-                if missed or not _fired(row, ("benign_utility",)):
-                    result.failures.append(
-                        f"{item.case_id}: the safe agent does not complete the benign task "
-                        f"(utility oracle {', '.join(missed) or 'missing'}){_failed_calls(row)}"
-                    )
-            continue
-        harm = _fired(row, _HARM)
-        if item.endpoint == "attacker":
-            result.attack_cases += 1
-            if not harm:
-                result.failures.append(f"{item.case_id}: no harm oracle (observed_harm or persist_harm)")
-            for name, fired in harm:
-                if not fired:
-                    result.failures.append(
-                        f"{item.case_id}: harm oracle {name} does not fire for the attacker-compliant replay"
-                        f"{_failed_calls(row)}"
-                    )
-        else:
-            for name, fired in harm:
-                if fired:
-                    result.failures.append(f"{item.case_id}: harm oracle {name} fires for the safe replay")
+        found = stage.check_pack(PackCheck(pack, host, sandbox, concurrency))
+        checked.update(found.checked)
+        for label, count in found.counts.items():
+            result.counts[label] = result.counts.get(label, 0) + count
+        result.failures.extend(found.failures)
+    result.unchecked = len(set(index) - checked)
     return result

@@ -14,7 +14,7 @@ import os
 import platform
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from ..extensions import stage_schemas
 from ..hashing import digest_document
 from ..packs import Pack, find_manifest
 from ..plugins import PluginHost, load_plugins
-from ..schemas import CURRENT_SPEC_VERSION
+from ..schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..summary import compute_metrics, summary_document
 from ..validate import Report, validate_path
 from .planner import Plan, WorkItem, build_plan, parse_sample, select_cases
@@ -51,7 +51,7 @@ class RunSettings:
     pack: str
     endpoints: Sequence[str]
     out: Path
-    defenses: Sequence[str] = ("D0",)
+    defenses: Sequence[str] = ()  # none: every registered default condition
     seeds: Sequence[int] = (0,)
     stages: Sequence[str] | None = None
     judge: str = "rule"
@@ -173,13 +173,19 @@ def _run_manifest(
 ) -> dict[str, Any]:
     planned = [host.registry.get("stages", name) for name in plan.stages]
     judged = [stage.name for stage in planned if stage is not None and "judge" in stage.uses]
+    assert runtime.judge is not None or not judged  # the runtime builds the judge when a planned stage uses it
     sandboxed = any(stage is not None and "sandbox" in stage.uses for stage in planned)
     prompts = [dict(entry) for stage in planned if stage is not None and stage.prompts for entry in stage.prompts()]
+    # An option the spec names as a manifest member of its own (spec 1.0's controller, exec_agent) is recorded
+    # there; every other under stage_options.
+    members = spec_schemas().schema("run_manifest")["properties"]
     recorded: dict[str, Any] = {}
     for option in _planned_options(planned):
         value = runtime.options.get(option.name)
         if option.recorded and value is not None:
             recorded[option.name] = value.describe() if option.endpoint else value
+    own = {name: value for name, value in recorded.items() if name in members and name != "stage_options"}
+    others = {name: value for name, value in recorded.items() if name not in own}
     return {
         "spec_version": CURRENT_SPEC_VERSION,
         "run_id": run_id,
@@ -195,14 +201,15 @@ def _run_manifest(
         **({"stage_schemas": extensions} if (extensions := stage_schemas(host.registry, plan.stages)) else {}),
         "plugins": host.describe(),
         "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
-        "judges": [runtime.judge.describe(stage) for stage in judged],
+        "judges": [runtime.judge.describe(stage) for stage in judged] if runtime.judge is not None else [],
         "conditions": [_condition_entry(c, runtime.policy(c)) for c in plan.conditions],
         **({"prompts": prompts} if prompts else {}),
         "seeds": list(plan.seeds),
         "budgets": {"max_tokens": settings.max_tokens, **settings.budget()},
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
         "sandbox": settings.sandbox if sandboxed else None,
-        **recorded,
+        **own,
+        **({"stage_options": others} if others else {}),
     }
 
 
@@ -258,16 +265,17 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         # Invalid input, not a usage error: the pack's files do not match what it claims (exit 1).
         raise PackError(f"pack {pack.name} is not intact: {problem} (run 'assay validate {pack.root}')")
     endpoints = _endpoint_specs(settings.endpoints, host)
+    if not settings.defenses:
+        defaults = sorted(name for name, d in host.registry.items("defenses").items() if d.default)
+        if not defaults:
+            raise UsageError("no condition given and no registered condition is a default: name one with --condition")
+        settings = replace(settings, defenses=defaults)
     for defense in settings.defenses:
         if host.registry.get("defenses", defense) is None:
             raise UsageError(
                 f"defense {defense!r} is not a registered plugin ({', '.join(host.registry.names('defenses'))})"
             )
     judge = parse_spec(settings.judge, what="judge")
-    if host.registry.get("judges", judge.plugin) is None:
-        raise UsageError(
-            f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})"
-        )
     sandbox_spec = parse_spec(settings.sandbox, what="sandbox")
     executor_spec = parse_spec(settings.executor, what="executor")
     executor: Executor | None = host.registry.get("executors", executor_spec.plugin)
@@ -318,6 +326,12 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         options=tuple(sorted((k, v) for k, v in option_values.items() if v is not None)),
     )
     planned = [host.registry.get("stages", name) for name in stages]
+    if any(stage is not None and "judge" in stage.uses for stage in planned) and (
+        host.registry.get("judges", judge.plugin) is None
+    ):
+        raise UsageError(
+            f"judge {judge.plugin!r} is not a registered plugin ({', '.join(host.registry.names('judges'))})"
+        )
     if any(stage is not None and "sandbox" in stage.uses for stage in planned):
         sandbox = host.registry.get("sandboxes", sandbox_spec.plugin)
         if sandbox is None:

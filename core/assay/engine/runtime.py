@@ -108,7 +108,7 @@ class Runtime:
     host: PluginHost = field(init=False)
     pack: Pack = field(init=False)
     endpoints: dict[str, CachedEndpoint] = field(init=False)
-    judge: JudgeInstance = field(init=False)
+    judge: JudgeInstance | None = field(init=False)  # None when no planned stage uses the judge
     #: Each stage option's value: its text, or the endpoint an endpoint option names.
     options: dict[str, Any] = field(default_factory=dict, init=False)
     _cases: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
@@ -128,6 +128,7 @@ class Runtime:
             )
         self._stages = registry.items("stages")
         self._stage_order = stage_order(self._stages)
+        self._scripted = {name: stage.scripted for name, stage in self._stages.items() if stage.scripted is not None}
         endpoint_options = {o.name for stage in self._stages.values() for o in stage.options if o.endpoint}
         for name, value in self.job.options:
             if name in endpoint_options:
@@ -140,13 +141,18 @@ class Runtime:
                 self.options[name] = value
         judge_name, judge_options = self.job.judge
         judge = registry.get("judges", judge_name)
-        if judge is None:
+        judged = any("judge" in self._stages[s].uses for s in self.job.stages if s in self._stages)
+        if judge is None and judged:
             raise UsageError(f"judge {judge_name!r} is not a registered plugin (see 'assay plugins')")
-        self.judge = judge.instance(
-            dict(judge_options),
-            lambda backend, options: CachedEndpoint(
-                self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache
-            ),
+        self.judge = (
+            None
+            if judge is None or not judged
+            else judge.instance(
+                dict(judge_options),
+                lambda backend, options: CachedEndpoint(
+                    self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache
+                ),
+            )
         )
         self._index = self.pack.case_index()
         sandbox_name, sandbox_options = self.job.sandbox
@@ -203,6 +209,9 @@ class Runtime:
         )
         ctx.sandbox_factory, ctx.sandbox_options = self.sandbox, self.sandbox_options
         ctx.oracles, ctx.options = self.oracles, self.options
+        ctx.scripted = self._scripted
+        family: Family | None = self.host.registry.get("families", case.get("family"))
+        ctx.scripted_rate = family.scripted_rate if family is not None else None
         ctx.budget = {key: json.loads(value) for key, value in self.job.budget}
         ctx.row = {
             "spec_version": CURRENT_SPEC_VERSION,
@@ -243,7 +252,7 @@ class Runtime:
             if isinstance(value, CachedEndpoint):
                 await value.aclose()
         # A judge that calls a model keeps its endpoint (an optional member of JudgeInstance).
-        judge_endpoint = getattr(self.judge, "endpoint", None)
+        judge_endpoint = getattr(self.judge, "endpoint", None) if self.judge is not None else None
         if judge_endpoint is not None:
             await judge_endpoint.aclose()
         if self._cache is not None:

@@ -121,7 +121,7 @@ class MainSection:
     """One of the design's main tables, built from several metrics: tables, notes and an optional figure.
 
     ``key`` is a stable identifier (an HTML anchor); ``figure`` is
-    ``trajectory`` (a line per endpoint across conditions), ``spread`` (a bar
+    ``lines`` (a line per endpoint across conditions), ``spread`` (a bar
     per condition with each endpoint's value as a dot) or empty.
     """
 

@@ -1,7 +1,7 @@
 """Paired comparisons of outcomes between two selections of a bundle's rows.
 
 ``A`` and each ``B`` are selectors over the row key fields ``endpoint``,
-``condition`` and ``protocol`` (``condition=D0``). A row of A is paired with
+``condition`` and ``protocol`` (``condition=baseline``). A row of A is paired with
 the row of B that agrees on every other key field (case, seed, epoch and the
 unselected ones), so each pair is the same work item under two settings: the
 design McNemar's test and the paired bootstrap assume. For every outcome and

@@ -17,7 +17,7 @@ from ..bundle import write_bytes_atomic
 from ._load import ReportData
 from ._model import MainSection, MetricSection, ReportModel, Table, build_model, plural
 from .markdown import MAX_LISTED
-from .svg import family_chart, rate_chart, spread_chart, trajectory_chart
+from .svg import family_chart, line_chart, rate_chart, spread_chart
 
 __all__ = ["render_html", "write_html"]
 
@@ -66,8 +66,8 @@ def _figure(section: MetricSection) -> list[str]:
 
 
 def _main_figure(section: MainSection) -> list[str]:
-    if section.figure == "trajectory" and section.points:
-        svg = trajectory_chart(section.points, f"{section.title}: one line per endpoint across defenses")
+    if section.figure == "lines" and section.points:
+        svg = line_chart(section.points, f"{section.title}: one line per endpoint across defenses")
         caption = (
             "Defense trajectories: the rate of each endpoint (one line each) across the defenses in plan order; "
             "lower is better."

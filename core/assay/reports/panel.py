@@ -93,7 +93,7 @@ class ReportPanel:
         return Table(("endpoint", *map(str, self.conditions)), tuple(rows), caption=caption, numeric_from=1)
 
     def points(self, metric: str) -> tuple[FigurePoint, ...]:
-        """One point per endpoint and condition, conditions major, for the trajectory and spread figures."""
+        """One point per endpoint and condition, conditions major, for the line and spread figures."""
         cells = self.cells(metric)
         points = []
         for condition in self.conditions:

@@ -14,13 +14,13 @@ from html import escape
 
 from ._model import FigurePoint, format_ci
 
-__all__ = ["PALETTE", "family_chart", "rate_chart", "spread_chart", "trajectory_chart"]
+__all__ = ["PALETTE", "family_chart", "line_chart", "rate_chart", "spread_chart"]
 
 #: Okabe-Ito colours (without yellow, which is unreadable on white): distinguishable with colour blindness.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 _TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _MAX_LABEL = 40
-#: Upper ends the trajectory and spread charts choose from: the smallest that holds every value.
+#: Upper ends the line and spread charts choose from: the smallest that holds every value.
 _SCALES = (0.1, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -192,7 +192,7 @@ def _legend(
         out.append(f'<text x="{_n(left + 18)}" y="{_n(ly + 10)}">{escape(_short(name, 80))}</text>')
 
 
-def trajectory_chart(points: Sequence[FigurePoint], title: str) -> str:
+def line_chart(points: Sequence[FigurePoint], title: str) -> str:
     """Lines across categories (conditions, in the order given), one per series (endpoint), a dot per value.
 
     Points without a value are skipped; a line joins a series' remaining

@@ -53,6 +53,7 @@ STAGE = Stage(
     rederiver=lazy("assay.designs.permission.rederive:PermissionRederiver"),
     options=(EXEC_AGENT,),
     preflight=_preflight,
+    scripted=lazy("assay.designs.permission.scripted:permission_answer"),
 )
 
 PERMISSION_KINDS: tuple[Family, ...] = (

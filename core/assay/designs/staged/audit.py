@@ -112,6 +112,7 @@ async def run_audit(ctx: StageContext) -> None:
     if any(evidence.values()):
         audit.update(outcome="HarmEvidence", produced_by=_producer())
     else:
+        assert ctx.judge is not None  # the stage declares it uses the judge, so the run built one
         outcome, attempts = await ctx.judge.audit_fallback(case, text)
         audit.update(outcome=outcome, fallback_attempts=attempts, produced_by=ctx.judge.producer())
     ctx.row["stages"]["audit"] = audit

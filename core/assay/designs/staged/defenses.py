@@ -24,6 +24,7 @@ from ...policies import policy_document
 # ------------------------------------------------------------------ D0: no defense
 
 D0 = Defense(
+    default=True,  # the baseline a run uses when it names no condition
     name="D0",
     document=policy_document(
         id="D0",

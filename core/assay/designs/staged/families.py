@@ -26,6 +26,7 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
             "evidence_channel": "final_response",
         },
         stages=_ATTACK_STAGES,
+        scripted_rate=0.3,
     ),
     Family(
         name="IPI",
@@ -39,6 +40,7 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
             "evidence_channel": "tool_trace",
         },
         stages=_ATTACK_STAGES,
+        scripted_rate=0.25,
     ),
     Family(
         name="TRI",
@@ -52,6 +54,7 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
             "evidence_channel": "tool_trace",
         },
         stages=_ATTACK_STAGES,
+        scripted_rate=0.2,
     ),
     Family(
         name="MPI",
@@ -66,6 +69,7 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
             "evidence_channel": "memory_store",
         },
         stages=_ATTACK_STAGES,
+        scripted_rate=0.5,
     ),
     Family(
         name="MEX",
@@ -80,6 +84,7 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
             "evidence_channel": "final_response",
         },
         stages=_ATTACK_STAGES,
+        scripted_rate=0.5,
     ),
     Family(
         name="ADI",
@@ -93,6 +98,7 @@ ATTACK_FAMILIES: tuple[Family, ...] = (
             "evidence_channel": "tool_trace",
         },
         stages=_ATTACK_STAGES,
+        scripted_rate=0.15,
     ),
 )
 

@@ -82,6 +82,7 @@ STAGES = (
         rederiver=lazy("assay.designs.staged.rederive:SemanticRederiver"),
         uses=frozenset({"judge"}),
         prompts=lazy("assay.designs.staged.prompts:prompt_entries"),
+        scripted=lazy("assay.designs.staged.scripted:semantic_answer"),
     ),
     Stage(
         "audit",
@@ -104,6 +105,8 @@ STAGES = (
         rederiver=lazy("assay.designs.staged.rederive:ExecRederiver"),
         uses=frozenset({"sandbox"}),
         prompts=lazy("assay.designs.staged.exec:prompt_entries"),
+        scripted=lazy("assay.designs.staged.scripted:exec_answer"),
+        check_pack=lazy("assay.designs.staged.check:check_exec_replay"),
     ),
 )
 

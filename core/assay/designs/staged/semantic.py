@@ -47,4 +47,5 @@ async def run_semantic(ctx: StageContext) -> None:
     if response.tool_calls:
         ctx.row["transcript"]["tool_calls"] = [dict(c) for c in response.tool_calls]
     ctx.row["final_output"] = final
+    assert ctx.judge is not None  # the stage declares it uses the judge, so the run built one
     ctx.row["stages"]["semantic"] = await ctx.judge.semantic(ctx.case, final, ctx.prompt_texts)

@@ -78,7 +78,7 @@ def core_fail_section(panel: ReportPanel) -> MainSection | None:
         "Share of rows whose final response complied with the attack goal, per endpoint (rows) and defense (columns).",
         (table,),
         notes,
-        "trajectory",
+        "lines",
         panel.points("semantic.core_fail_rate"),
     )
 

@@ -47,6 +47,7 @@ STAGE = Stage(
     replayer=lazy("assay.designs.trajectory.replay:TrajectoryReplayer"),
     options=(CONTROLLER,),
     preflight=_preflight,
+    scripted=lazy("assay.designs.trajectory.scripted:trajectory_answer"),
 )
 
 _TRAJECTORY = ("trajectory",)

@@ -43,7 +43,7 @@ class StageContext:
     item: WorkItem
     case: Mapping[str, Any]
     endpoint: Endpoint
-    judge: JudgeInstance
+    judge: JudgeInstance | None  # the run's judge; None unless the stage declares it uses one
     policy: Mapping[str, Any]
     max_tokens: int
     temperature: float
@@ -55,10 +55,20 @@ class StageContext:
     oracles: Mapping[str, Oracle] = field(default_factory=dict)
     budget: Mapping[str, Any] = field(default_factory=dict)  # run-level overrides of the case's budget
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: What scripted agents need to answer: each stage's ``scripted`` answer, the case family's scripted rate.
+    scripted: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    scripted_rate: float | None = None
 
     def request_context(self, stage: str) -> dict[str, Any]:
-        """What scripted agents may read (never sent to a server)."""
-        return {"case": self.case, "key": self.item.label(), "stage": stage}
+        """What scripted agents may read (never sent to a server): the case, the item, the stage, and how the
+        stage says scripted agents answer it."""
+        context: dict[str, Any] = {"case": self.case, "key": self.item.label(), "stage": stage}
+        answer = self.scripted.get(stage)
+        if answer is not None:
+            context["scripted_answer"] = answer
+        if self.scripted_rate is not None:
+            context["scripted_rate"] = self.scripted_rate
+        return context
 
     def add_usage(self, response: ChatResponse) -> None:
         """Accumulate a model call's tokens and latency into the row's usage."""
