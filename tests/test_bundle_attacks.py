@@ -294,6 +294,35 @@ def test_a_look_alike_judge_under_a_registered_name_is_named(bundle_dir, builtin
     assert "judge 'rule'" in issue.message and "lookalike-judges" in issue.message and issue.line is not None
 
 
+def test_a_bundle_naming_a_plugins_former_name_is_the_same_provenance_and_no_other_name_is(bundle_dir, builtins_host):
+    """Bundles written before the designs became plugins name their old modules; that is not a look-alike."""
+
+    def former(run):
+        run["judges"] = [{"name": "rule", "stage": "semantic"}]  # the rule judge is used, so its provenance is read
+        _plugin_entry(run, "judges", "rule").update(plugin="assay.default_plugins.judges")
+
+    _edit_run(bundle_dir, former)
+    assert not [issue for issue in _validate(bundle_dir, builtins_host).issues if issue.code.startswith("provenance")]
+
+    def same_distribution_other_module(run):
+        _plugin_entry(run, "judges", "rule").update(plugin="assay.default_plugins.backends")
+
+    _edit_run(bundle_dir, same_distribution_other_module)
+    issue = next(i for i in _validate(bundle_dir, builtins_host).issues if i.code == "provenance-mismatch")
+    assert "assay.default_plugins.backends" in issue.message
+
+
+def test_former_names_must_be_a_tuple_of_names():
+    from assay.errors import PluginError
+    from assay.plugins import load_plugins
+
+    class Renamed:
+        ASSAY_FORMER_NAMES = "old.name"  # a string, not a tuple
+
+    with pytest.raises(PluginError, match="ASSAY_FORMER_NAMES must be a tuple"):
+        load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}).register(Renamed(), "renamed")
+
+
 def test_a_metric_from_another_version_is_drift_stated_as_such(bundle_dir, builtins_host):
     metric = json.loads((bundle_dir / METRICS_FILE).read_text())["metrics"][0]["metric"]
 

@@ -97,6 +97,8 @@ class Registration:
     plugin: str
     distribution: str | None
     version: str | None
+    #: Names the plugin had before (its ``ASSAY_FORMER_NAMES``): a bundle recorded under one is the same provenance.
+    former_plugins: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description, as ``assay plugins --json`` and run manifests show it."""
@@ -325,6 +327,9 @@ class PluginHost:
         """Register one plugin object and collect the components it registers."""
         if self.pm.get_plugin(name) is not None:
             raise PluginError(f"plugin {name!r} is registered twice")
+        former = getattr(plugin, "ASSAY_FORMER_NAMES", ())
+        if not isinstance(former, tuple) or not all(isinstance(n, str) and n for n in former):
+            raise PluginError(f"plugin {name!r}: ASSAY_FORMER_NAMES must be a tuple of plugin names")
         try:
             self.pm.register(plugin, name=name)
             self._sources[name] = (distribution, version)
@@ -342,7 +347,7 @@ class PluginHost:
                     # which plugin registered each component.
                     if self._trace is not None:
                         self._trace(f"assay hook register_{kind} -> plugin {name}\n")
-                    impl.function(register=self._registrar(kind, name))
+                    impl.function(register=self._registrar(kind, name, former))
         if not self._loading:
             self.check_references()
 
@@ -360,14 +365,14 @@ class PluginHost:
             raise PluginError(problems[0])
         stage_order(self.registry.items("stages"))  # needs that go round in a circle
 
-    def _registrar(self, kind: str, plugin_name: str) -> Callable[[object], None]:
+    def _registrar(self, kind: str, plugin_name: str, former: tuple[str, ...] = ()) -> Callable[[object], None]:
         distribution, version = self._sources[plugin_name]
 
         def register(component: object) -> None:
             component_name = _component_name(kind, component, plugin_name)
             if self._trace is not None:
                 self._trace(f"assay   registered {singular(kind)} {component_name}\n")
-            self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version))
+            self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version, former))
 
         return register
 

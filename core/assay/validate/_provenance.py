@@ -7,7 +7,8 @@ look-alike judge that records itself as ``rule``) or another version could
 make a bundle agree or disagree for the wrong reason. Each used component is
 therefore compared with its registration here:
 
-* ``provenance-mismatch``: same kind and name, another plugin or distribution;
+* ``provenance-mismatch``: same kind and name, another plugin or distribution
+  (a plugin's former names, its ``ASSAY_FORMER_NAMES``, count as its own);
 * ``version-drift``: same plugin, another version (numbers that then differ
   are reported on their own, as mismatches, and this finding says why they may);
 * ``provenance-missing``: a component the run used that its manifest does not list.
@@ -86,7 +87,8 @@ def check_provenance(
             continue
         index, entry = found
         pointer = f"/plugins/{index}"
-        if (entry.get("plugin"), entry.get("distribution")) != (here.plugin, here.distribution):
+        same_plugin = entry.get("plugin") in (here.plugin, *here.former_plugins)  # a plugin renamed keeps its word
+        if not same_plugin or entry.get("distribution") != here.distribution:
             report.add(
                 name,
                 f"{label} was {entry.get('plugin')} from {entry.get('distribution')}; this validator's is "

@@ -18,6 +18,17 @@ from ...hookspecs import Register, hookimpl
 from ...lazy import lazy
 from ...policies import policy_document
 
+#: The built-in modules that registered this design before it became one plugin: bundles written then name them.
+ASSAY_FORMER_NAMES = (
+    "assay.default_plugins.stages",
+    "assay.default_plugins.families",
+    "assay.default_plugins.conditions",
+    "assay.default_plugins.metrics",
+    "assay.default_plugins.outcomes",
+    "assay.default_plugins.reports",
+    "assay.default_plugins.commands",
+)
+
 #: The result row schema of the spec, whose ``$defs`` define the stage's outcome.
 RESULT_ROW_SCHEMA = "https://assay.dev/spec/v1/result_row.schema.json"
 

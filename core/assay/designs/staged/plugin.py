@@ -20,6 +20,19 @@ from ...outcomes import stage_field
 from .defenses import DEFENSES
 from .families import FAMILIES
 
+#: The built-in modules that registered this design before it became one plugin: bundles written then name them.
+ASSAY_FORMER_NAMES = (
+    "assay.default_plugins.stages",
+    "assay.default_plugins.families",
+    "assay.default_plugins.defenses",
+    "assay.default_plugins.judges",
+    "assay.default_plugins.sandboxes",
+    "assay.default_plugins.metrics",
+    "assay.default_plugins.outcomes",
+    "assay.default_plugins.reports",
+    "assay.default_plugins.commands",
+)
+
 #: The result row schema of the spec, whose ``$defs`` define each of this design's stage outcomes.
 RESULT_ROW_SCHEMA = "https://assay.dev/spec/v1/result_row.schema.json"
 
