@@ -117,3 +117,12 @@ def test_every_design_is_a_default_plugin_and_nothing_else_names_one():
     from assay.plugins import DEFAULT_PLUGINS
 
     assert [p for p in DEFAULT_PLUGINS if p.startswith("assay.designs.")] == [f"{d}.plugin" for d in DESIGNS]
+
+
+def test_designs_import_only_core_modules_that_are_public(graph):
+    """A design is written as a third party would write it: against core's public modules, never a private one."""
+    for module in sorted(m for m in graph if _within(m, DESIGNS)):
+        private = sorted(
+            m for m in graph[module] if not _within(m, DESIGNS) and any(p.startswith("_") for p in m.split("."))
+        )
+        assert not private, f"{module} imports private modules of core: {', '.join(private)}"

@@ -17,7 +17,7 @@ from assay.components import Defense, MetricContext
 from assay.plugins import load_plugins
 from assay.policies import policy_document
 from assay.reports import read_bundle, recompute, render_html, render_markdown
-from assay.reports._model import FigurePoint, build_model
+from assay.reports.model import FigurePoint, build_model
 from assay.reports.svg import line_chart, spread_chart
 from assay.stats import holm_adjust, mcnemar_exact, wilson_interval
 from assay.summary import compute_metrics

@@ -81,16 +81,16 @@ from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, Repl
 from .stats import rate, wilson_interval
 
 if TYPE_CHECKING:
-    from .reports._model import MainSection, MetricSection, Table
     from .reports.compare import Selector
+    from .reports.model import MainSection, MetricSection, Table
     from .reports.panel import ReportPanel
 
 #: Names imported when first used: the report types pull in the report machinery, which loading a plugin (every
 #: command does) need not.
 _LAZY = {
-    "MainSection": "reports._model",
-    "MetricSection": "reports._model",
-    "Table": "reports._model",
+    "MainSection": "reports.model",
+    "MetricSection": "reports.model",
+    "Table": "reports.model",
     "ReportPanel": "reports.panel",
     "Selector": "reports.compare",
 }

@@ -4,7 +4,7 @@
   recomputes every registered metric from its rows and lists where the
   claimed ``metrics.json`` differs.
 * :func:`render_markdown` and :func:`render_html` draw the same report model
-  (:mod:`assay.reports._model`): the main tables the registered report
+  (:mod:`assay.reports.model`): the main tables the registered report
   sections build from the bundle (``register_report_sections``), then every metric by stage;
   HTML adds inline SVG figures (:mod:`assay.reports.svg`).
 * :func:`compare_rows` pairs two selections of rows and tests each binary

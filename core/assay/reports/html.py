@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..bundle import write_bytes_atomic
 from ._load import ReportData
-from ._model import MainSection, MetricSection, ReportModel, Table, build_model, plural
 from .markdown import MAX_LISTED
+from .model import MainSection, MetricSection, ReportModel, Table, build_model, plural
 from .svg import family_chart, line_chart, rate_chart, spread_chart
 
 __all__ = ["render_html", "write_html"]

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from ._load import ReportData
-from ._model import ReportModel, Table, build_model, format_number, plural
 from .compare import ComparisonResult
+from .model import ReportModel, Table, build_model, format_number, plural
 
 __all__ = [
     "escape_markdown",

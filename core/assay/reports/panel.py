@@ -1,7 +1,7 @@
 """The main tables of a report: the registered report sections, built over one panel of recomputed values.
 
 A design registers its sections (``register_report_sections``); each builds
-zero or more :class:`~assay.reports._model.MainSection` from a
+zero or more :class:`~assay.reports.model.MainSection` from a
 :class:`ReportPanel`. The report shows them in the sections' order, before
 the per-metric sections.
 """
@@ -15,7 +15,7 @@ from ..components import MetricValue
 from ..errors import AssayError
 from ..stats import rate, wilson_interval
 from ._load import ReportData
-from ._model import FigurePoint, MainSection, Table, endpoint_label, percent_cell
+from .model import FigurePoint, MainSection, Table, endpoint_label, percent_cell
 
 __all__ = ["ReportPanel", "main_sections"]
 

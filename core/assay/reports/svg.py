@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from ._model import FigurePoint, format_ci
+from .model import FigurePoint, format_ci
 
 __all__ = ["PALETTE", "family_chart", "line_chart", "rate_chart", "spread_chart"]
 

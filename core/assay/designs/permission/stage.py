@@ -43,8 +43,8 @@ from typing import Any
 
 from ...components import Endpoint
 from ...engine.messages import ChatRequest
-from ...engine.stages._search import search_texts
 from ...engine.stages.context import StageContext
+from ...engine.stages.search import search_texts
 from ...permissions.model import AXES, PermissionSet
 from ...permissions.patterns import literal_prefix, validate_pattern
 from ...policies import apply_defense

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...reports._model import MainSection, Table, percent_cell
+from ...reports.model import MainSection, Table, percent_cell
 
 __all__ = ["ERROR_CATEGORIES", "permission_sections"]
 

@@ -369,8 +369,8 @@ def _share(count: int, total: int) -> str:
 
 def render_rejudge_markdown(result: RejudgeResult) -> str:
     """The agreement summary as Markdown (every bundle-derived text escaped); same input, same bytes."""
-    from ...reports._model import Table
     from ...reports.markdown import escape_markdown, markdown_table
+    from ...reports.model import Table
 
     a = result.agreement
     agreed = sum(a.confusion[f"original_{x}"][f"rejudged_{x}"] for x in ("fail", "pass"))

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ...components import MetricValue
-from ...reports._model import (
+from ...reports.model import (
     MainSection,
     MetricSection,
     Table,

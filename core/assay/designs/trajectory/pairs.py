@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...reports._model import Table, format_number
 from ...reports.markdown import escape_markdown, markdown_table
+from ...reports.model import Table, format_number
 from ...stats import mcnemar_from_pairs, paired_bootstrap_diff, sign_permutation_test, task_blocked_differences
 from .scoring import SAFETY_SPECIFIC_LABELS
 

@@ -36,8 +36,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ...engine.messages import ChatRequest
-from ...engine.stages._search import search_texts
 from ...engine.stages.context import StageContext
+from ...engine.stages.search import search_texts
 from ...policies import apply_defense
 from ...sandboxes.beneath import Beneath, UnsafePath
 from ...sandboxes.box import box_dir, remove_box_dir
