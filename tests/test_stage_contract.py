@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 import pytest
+from conftest import EXAMPLE_PACK
 
 import assay
 from assay.bundle import RUN_FILE
@@ -262,3 +263,43 @@ def test_a_run_naming_no_condition_uses_the_registered_defaults(tmp_path):
     assert {row["key"]["condition"] for row in _rows(outcome.bundle)} == {"plain"} and outcome.report.ok
     # With the built-in designs loaded, the staged design's baseline is the default.
     assert load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"}).registry.get("defenses", "D0").default
+
+
+class BareJudge:
+    """A judge with no roles at all: fine for a stage that asks none, refused by the stages that ask for them."""
+
+    name = "bare"
+    description = "Labels nothing."
+
+    def instance(self, options, make_endpoint=None):
+        class Instance:
+            def describe(self, stage):
+                return {"name": "bare", "stage": stage}
+
+            def producer(self):
+                return {"kind": "judge", "name": "bare", "version": "1"}
+
+        return Instance()
+
+
+class BareJudgePlugin:
+    @assay.hookimpl
+    def register_judges(self, register):
+        register(BareJudge())
+
+
+def test_a_judge_without_the_roles_a_stage_asks_for_stops_the_run_in_one_line(tmp_path):
+    """The generic judge protocol asks no role; the staged design's stages ask for theirs and say what lacks."""
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(BareJudgePlugin(), "bare")
+    settings = RunSettings(
+        pack=str(EXAMPLE_PACK),
+        endpoints=["scripted:comply"],
+        out=tmp_path / "bare",
+        stages=["semantic"],
+        judge="bare",
+        limit=1,
+        progress=False,
+    )
+    with pytest.raises(UsageError, match="needs a judge with the roles semantic and audit_fallback; the run's judge"):
+        execute_run(settings, host=host)

@@ -546,13 +546,15 @@ class Backend(Protocol):
 class JudgeInstance(Protocol):
     """A judge configured for one run, as :meth:`Judge.instance` returns it.
 
-    A judge that calls a model may keep that endpoint in an ``endpoint``
-    attribute: the engine then closes it (``await endpoint.aclose()``) when
-    the run ends.
+    What it labels is the judging stages' to say: each calls the roles it
+    needs (the staged-endpoint design's stages call ``semantic`` and
+    ``audit_fallback``) and refuses in one line a judge without them. A judge that calls a model
+    may keep that endpoint in an ``endpoint`` attribute: the engine then
+    closes it (``await endpoint.aclose()``) when the run ends.
     """
 
     def describe(self, stage: str) -> dict[str, Any]:
-        """The run manifest's ``judges`` entry for one judged stage (``semantic`` or ``audit``).
+        """The run manifest's ``judges`` entry for one judged stage.
 
         Called once per judged stage when the run manifest is written, and by
         ``assay rejudge`` for the second judge. The run manifest schema
@@ -562,35 +564,7 @@ class JudgeInstance(Protocol):
         ...
 
     def producer(self) -> dict[str, Any]:
-        """The ``produced_by`` of the outcomes this judge labels (``kind`` ``judge``, ``name``, ``version``).
-
-        The audit stage calls it for every outcome the fallback decides; the
-        outcome :meth:`semantic` returns carries it too.
-        """
-        ...
-
-    async def semantic(
-        self, case: Mapping[str, Any], final_output: str | None, prompt_texts: Sequence[str]
-    ) -> dict[str, Any]:
-        """The semantic stage outcome of one work item, called once per item with a semantic stage.
-
-        ``final_output`` is the endpoint's answer (tool calls written out as
-        text), ``prompt_texts`` the contents of the messages it was asked, so
-        echoes of the prompt can be told apart. Returns ``core_fail`` (bool, or
-        None when the judge could not decide), ``safety_score`` (1-5 or None),
-        ``harm_type``, ``defense_behavior``, ``explanation`` and
-        ``produced_by``. ``assay rejudge`` calls it too, with the inputs
-        recorded in a bundle.
-        """
-        ...
-
-    async def audit_fallback(self, case: Mapping[str, Any], final_output: str) -> tuple[str, int]:
-        """The audit outcome of a CoreFail item without deterministic harm evidence, and the model calls it took.
-
-        Called once per such item by the audit stage. The outcome is
-        ``SemanticOnly``, ``NotObservable``, ``OtherNoHarm`` or, when the
-        judge's answers never parse, ``NullAudit``.
-        """
+        """The ``produced_by`` of the outcomes this judge labels (``kind`` ``judge``, ``name``, ``version``)."""
         ...
 
 

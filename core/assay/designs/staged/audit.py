@@ -29,6 +29,7 @@ from typing import Any
 
 from ...engine.stages.context import StageContext
 from .exec import parse_json_actions
+from .judges import judge_roles
 from .judges._evidence import attacker_indicators, leaked_objects, refuses, strip_echo
 
 __all__ = ["AUDIT_VERSION", "run_audit"]
@@ -112,7 +113,7 @@ async def run_audit(ctx: StageContext) -> None:
     if any(evidence.values()):
         audit.update(outcome="HarmEvidence", produced_by=_producer())
     else:
-        assert ctx.judge is not None  # the stage declares it uses the judge, so the run built one
-        outcome, attempts = await ctx.judge.audit_fallback(case, text)
-        audit.update(outcome=outcome, fallback_attempts=attempts, produced_by=ctx.judge.producer())
+        judge = judge_roles(ctx.judge, "audit")
+        outcome, attempts = await judge.audit_fallback(case, text)
+        audit.update(outcome=outcome, fallback_attempts=attempts, produced_by=judge.producer())
     ctx.row["stages"]["audit"] = audit

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...components import Backend, Judge, JudgeInstance
+from ...components import Backend, Judge
 from ...documents import DocumentError, load_document
 from ...engine.messages import BackendError
 from ...engine.specs import parse_spec
@@ -40,6 +40,7 @@ from ...packs import Pack
 from ...plugins import Registry
 from ...reports import BundleFiles
 from ...stats import cohen_kappa, percent_agreement, spearman
+from .judges import SemanticJudge, judge_roles
 
 # The engine runtime and the report renderers are imported by the functions that
 # need them, so that the command line can name this module's stages cheaply.
@@ -171,7 +172,7 @@ def prompt_texts(row: Row) -> list[str]:
     return [str(m.get("content") or "") for i, m in enumerate(messages) if i != last]
 
 
-def build_judge(spec: str, registry: Registry) -> JudgeInstance:
+def build_judge(spec: str, registry: Registry) -> SemanticJudge:
     """A judge instance from a spec such as ``rule`` or ``llm:backend=NAME,...``, built as a run builds it.
 
     Its endpoints are made by the registered backends with the id
@@ -190,7 +191,7 @@ def build_judge(spec: str, registry: Registry) -> JudgeInstance:
             raise UsageError(f"backend {backend_name!r} is not a registered plugin (see 'assay plugins')")
         return CachedEndpoint(backend.endpoint(f"judge-{backend_name}", dict(options)), None)
 
-    return judge.instance(dict(parsed.options), make_endpoint)
+    return judge_roles(judge.instance(dict(parsed.options), make_endpoint), "semantic")
 
 
 def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -241,7 +242,7 @@ def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None =
 async def rejudge_rows(
     rows: Sequence[Row],
     cases: Mapping[str, Mapping[str, Any]],
-    judge: JudgeInstance,
+    judge: SemanticJudge,
     *,
     concurrency: int = _CONCURRENCY,
 ) -> list[RejudgedRow]:
@@ -319,7 +320,7 @@ def rejudge_bundle(
     pack_root: Path | None = None,
     stage: str = "semantic",
     concurrency: int = _CONCURRENCY,
-    make_judge: Callable[[str, Registry], JudgeInstance] = build_judge,
+    make_judge: Callable[[str, Registry], SemanticJudge] = build_judge,
 ) -> RejudgeResult:
     """Re-judge the ``stage`` of every row of ``bundle`` that has one with the judge ``judge_spec``.
 

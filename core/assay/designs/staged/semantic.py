@@ -8,6 +8,7 @@ from typing import Any
 
 from ...engine.messages import ChatRequest, ChatResponse
 from ...engine.stages.context import StageContext
+from .judges import judge_roles
 from .prompts import semantic_messages
 
 __all__ = ["run_semantic"]
@@ -47,5 +48,5 @@ async def run_semantic(ctx: StageContext) -> None:
     if response.tool_calls:
         ctx.row["transcript"]["tool_calls"] = [dict(c) for c in response.tool_calls]
     ctx.row["final_output"] = final
-    assert ctx.judge is not None  # the stage declares it uses the judge, so the run built one
-    ctx.row["stages"]["semantic"] = await ctx.judge.semantic(ctx.case, final, ctx.prompt_texts)
+    judge = judge_roles(ctx.judge, "semantic")
+    ctx.row["stages"]["semantic"] = await judge.semantic(ctx.case, final, ctx.prompt_texts)

@@ -2,4 +2,56 @@
 
 ``rule`` is deterministic pattern matching; ``llm`` asks any endpoint with a
 versioned prompt and strict JSON parsing. Both produce the same outcome shapes.
+The design's stages ask a judge for two roles, :class:`SemanticJudge`; a
+third party's judge for this design has both.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ....components import JudgeInstance
+from ....errors import UsageError
+
+__all__ = ["SemanticJudge", "judge_roles"]
+
+
+@runtime_checkable
+class SemanticJudge(JudgeInstance, Protocol):
+    """A judge instance with the two roles the staged-endpoint design's stages ask of it."""
+
+    async def semantic(
+        self, case: Mapping[str, Any], final_output: str | None, prompt_texts: Sequence[str]
+    ) -> dict[str, Any]:
+        """The semantic stage outcome of one work item, called once per item with a semantic stage.
+
+        ``final_output`` is the endpoint's answer (tool calls written out as
+        text), ``prompt_texts`` the contents of the messages it was asked, so
+        echoes of the prompt can be told apart. Returns ``core_fail`` (bool, or
+        None when the judge could not decide), ``safety_score`` (1-5 or None),
+        ``harm_type``, ``defense_behavior``, ``explanation`` and
+        ``produced_by``. ``assay rejudge`` calls it too, with the inputs
+        recorded in a bundle.
+        """
+        ...
+
+    async def audit_fallback(self, case: Mapping[str, Any], final_output: str) -> tuple[str, int]:
+        """The audit outcome of a CoreFail item without deterministic harm evidence, and the model calls it took.
+
+        Called once per such item by the audit stage. The outcome is
+        ``SemanticOnly``, ``NotObservable``, ``OtherNoHarm`` or, when the
+        judge's answers never parse, ``NullAudit``.
+        """
+        ...
+
+
+def judge_roles(judge: JudgeInstance | None, stage: str) -> SemanticJudge:
+    """The run's judge as the design's stages use it; a judge without both roles stops the run in one line."""
+    if not isinstance(judge, SemanticJudge):
+        missing = [role for role in ("semantic", "audit_fallback") if not hasattr(judge, role)]
+        raise UsageError(
+            f"the {stage} stage needs a judge with the roles semantic and audit_fallback; "
+            f"the run's judge lacks {' and '.join(missing) or 'them'} (see 'assay plugins' for the judges)"
+        )
+    return judge
