@@ -135,7 +135,7 @@ class RateMetric:
     Groups are the row key fields ``keys`` (endpoint x condition, or condition
     alone for a pooled rate) then the case fields ``by``. With ``requires``, a
     group is reported only when at least one of its rows carries that stage
-    too, so a run without an audit stage claims no audit rate of zero.
+    too, so a run that did not plan that stage claims no rate of zero for it.
     """
 
     reads: ClassVar[frozenset[str]] = ROW_MEMBERS

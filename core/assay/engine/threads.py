@@ -1,7 +1,7 @@
 """Worker threads for the blocking parts of work items.
 
 Stages await their blocking work (tool calls that read files, confined
-children of the trajectory and permission stages, checkers and verifiers)
+children a stage runs, checkers and verifiers)
 with :func:`asyncio.to_thread`, so one item's child process never stalls
 another item's model call. ``to_thread`` uses the event loop's default
 executor, which asyncio sizes by CPU count (6 threads on 2 cores): fewer
