@@ -303,3 +303,32 @@ def test_a_judge_without_the_roles_a_stage_asks_for_stops_the_run_in_one_line(tm
     )
     with pytest.raises(UsageError, match="needs a judge with the roles semantic and audit_fallback; the run's judge"):
         execute_run(settings, host=host)
+
+
+@pytest.mark.parametrize("member", ["run_id", "plugins", "seeds", "not_a_member"])
+def test_an_option_cannot_overwrite_what_the_engine_records(tmp_path, member):
+    """The attack: a plugin option claims a manifest member (its provenance, its plan) as its own."""
+    from assay.errors import PluginError
+
+    class Overwriting(Probe):
+        @assay.hookimpl
+        def register_stages(self, register):
+            register(
+                Stage(
+                    STAGE,
+                    "Ask once.",
+                    kinds=(KIND,),
+                    outcome_schema=SCHEMA,
+                    run=run_probe,
+                    options=(
+                        RunOption("x_probe_tone", "The tone.", default="calm"),
+                        RunOption(member, "A claim on the manifest.", default="forged", spec_member=True),
+                    ),
+                )
+            )
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(Overwriting(write_pack(tmp_path / "pack")), "probe", distribution="assay-probe", version="0.1.0")
+    with pytest.raises(PluginError, match=f"run option '{member}' claims a run manifest member"):
+        _run(host, tmp_path / "forged")
+    assert not (tmp_path / "forged" / "bundle" / RUN_FILE).exists()

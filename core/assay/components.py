@@ -168,7 +168,8 @@ class RunOption:
     ``context.options[name]``. A ``recorded`` option's value is written to
     the run manifest's ``stage_options`` under its name when a stage that has
     it is planned (an endpoint by its description, when one is given); a
-    name the spec gives a manifest member of its own is written there.
+    ``spec_member`` option, one the spec gives a manifest member of its own
+    (spec 1.0's ``controller`` and ``exec_agent``), is written there.
     Names are lower-case words joined by ``_`` (at most 64 characters).
     """
 
@@ -178,6 +179,7 @@ class RunOption:
     choices: tuple[str, ...] | None = None
     endpoint: bool = False
     recorded: bool = True
+    spec_member: bool = False
 
     def __post_init__(self) -> None:
         if not _OPTION_NAME.fullmatch(self.name):

@@ -23,7 +23,7 @@ import orjson
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
 from ..components import Executor, MetricContext, RunCheck, RunOption, Stage
-from ..errors import PackError, UsageError
+from ..errors import PackError, PluginError, UsageError
 from ..executors.local import LocalExecutor
 from ..extensions import stage_schemas
 from ..hashing import digest_document
@@ -176,17 +176,13 @@ def _run_manifest(
     assert runtime.judge is not None or not judged  # the runtime builds the judge when a planned stage uses it
     sandboxed = any(stage is not None and "sandbox" in stage.uses for stage in planned)
     prompts = [dict(entry) for stage in planned if stage is not None and stage.prompts for entry in stage.prompts()]
-    # An option the spec names as a manifest member of its own (spec 1.0's controller, exec_agent) is recorded
-    # there; every other under stage_options.
-    members = spec_schemas().schema("run_manifest")["properties"]
-    recorded: dict[str, Any] = {}
+    own: dict[str, Any] = {}  # options the spec gives a manifest member of their own (see RunOption.spec_member)
+    others: dict[str, Any] = {}
     for option in _planned_options(planned):
         value = runtime.options.get(option.name)
         if option.recorded and value is not None:
-            recorded[option.name] = value.describe() if option.endpoint else value
-    own = {name: value for name, value in recorded.items() if name in members and name != "stage_options"}
-    others = {name: value for name, value in recorded.items() if name not in own}
-    return {
+            (own if option.spec_member else others)[option.name] = value.describe() if option.endpoint else value
+    manifest = {
         "spec_version": CURRENT_SPEC_VERSION,
         "run_id": run_id,
         "engine": {
@@ -208,9 +204,15 @@ def _run_manifest(
         "budgets": {"max_tokens": settings.max_tokens, **settings.budget()},
         "executor": {"name": executor.plugin, "concurrency": settings.concurrency, "params": dict(executor.options)},
         "sandbox": settings.sandbox if sandboxed else None,
-        **own,
         **({"stage_options": others} if others else {}),
     }
+    members = spec_schemas().schema("run_manifest")["properties"]
+    for name, value in own.items():
+        # Only a member the spec defines and the engine does not write itself: an option never overwrites provenance.
+        if name not in members or name in manifest:
+            raise PluginError(f"run option {name!r} claims a run manifest member the spec does not give it")
+        manifest[name] = value
+    return manifest
 
 
 def _planned_options(planned: Sequence[Stage | None]) -> list[RunOption]:

@@ -53,6 +53,7 @@ EXEC_AGENT = RunOption(
     "exec_agent",
     "Backend spec of the one execution agent every policy is enforced on (default: each item's own endpoint).",
     endpoint=True,
+    spec_member=True,  # spec 1.0 records it as the run manifest's own exec_agent
 )
 
 STAGE = Stage(

@@ -46,6 +46,7 @@ CONTROLLER = RunOption(
     "Trajectory controller mode: strict (a malformed action ends the run) or repair (default).",
     default="repair",
     choices=("strict", "repair"),
+    spec_member=True,  # spec 1.0 records it as the run manifest's own controller
 )
 
 STAGE = Stage(
