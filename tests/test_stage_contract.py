@@ -305,9 +305,9 @@ def test_a_judge_without_the_roles_a_stage_asks_for_stops_the_run_in_one_line(tm
         execute_run(settings, host=host)
 
 
-@pytest.mark.parametrize("member", ["run_id", "plugins", "seeds", "not_a_member"])
+@pytest.mark.parametrize("member", ["run_id", "plugins", "budgets", "not_a_member"])
 def test_an_option_cannot_overwrite_what_the_engine_records(tmp_path, member):
-    """The attack: a plugin option claims a manifest member (its provenance, its plan) as its own."""
+    """The attack: a plugin option claims a manifest member (its provenance, its budgets) as its own."""
     from assay.errors import PluginError
 
     class Overwriting(Probe):
@@ -332,3 +332,15 @@ def test_an_option_cannot_overwrite_what_the_engine_records(tmp_path, member):
     with pytest.raises(PluginError, match=f"run option '{member}' claims a run manifest member"):
         _run(host, tmp_path / "forged")
     assert not (tmp_path / "forged" / "bundle" / RUN_FILE).exists()
+
+
+def test_no_stage_option_takes_the_name_of_one_of_assay_runs_own_settings():
+    """A stage option named ``pack`` or ``out`` would be read as the run's own (or shadow it): refused."""
+    from assay.cli.run_cmd import _FILE_KEYS, run_command
+    from assay.components import RUN_SETTINGS
+
+    own = {param.name for param in click.Command.get_params(run_command, click.Context(run_command))}
+    assert own - {"_click_default_help"} | _FILE_KEYS <= RUN_SETTINGS  # the list covers every setting there is
+    for name in ("pack", "out", "judge", "seeds"):
+        with pytest.raises(ValueError, match="the name of one of assay run's own settings"):
+            RunOption(name, "A shadow.")

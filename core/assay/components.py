@@ -51,6 +51,14 @@ __all__ = [
 
 _T = TypeVar("_T")
 _OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+#: The settings of ``assay run`` itself (its options and run-file keys): no stage option may take one of these names.
+RUN_SETTINGS = frozenset(
+    {
+        "concurrency", "context_window", "defenses", "endpoints", "epochs", "executor", "help", "judge", "limit",
+        "max_model_calls", "max_tokens", "out", "pack", "quiet", "resume", "run_file", "sample", "sample_seed",
+        "sandbox", "save_path", "seeds", "stages", "temperature", "wall_time",
+    }
+)  # fmt: skip
 _State = TypeVar("_State")  # a sandbox's own snapshot type (see SandboxInstance)
 
 
@@ -184,6 +192,8 @@ class RunOption:
     def __post_init__(self) -> None:
         if not _OPTION_NAME.fullmatch(self.name):
             raise ValueError(f"run option {self.name!r}: expected lower-case words joined by '_' (at most 64)")
+        if self.name in RUN_SETTINGS:
+            raise ValueError(f"run option {self.name!r}: the name of one of assay run's own settings")
 
 
 @dataclass(frozen=True)
