@@ -209,3 +209,9 @@ def test_usage_errors_exit_2_with_one_line(cli, bundle, args, message):
 def test_rejudge_is_in_the_command_list(cli):
     result = cli("--help")
     assert "rejudge" in result.stdout
+
+
+def test_the_command_offers_the_stages_rejudge_can_relabel():
+    from assay.designs.staged import rejudge, rejudge_cmd
+
+    assert rejudge_cmd.STAGES == rejudge.STAGES
