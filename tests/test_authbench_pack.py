@@ -11,6 +11,7 @@ permission stage runs them, with the commands' combined output in /.assay/agent_
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from collections import Counter
 from pathlib import Path
@@ -24,7 +25,11 @@ from assay.packs import Pack
 from assay.permissions.model import PermissionSet
 from assay.permissions.patterns import matches
 
-ROOT = Path(__file__).resolve().parents[1] / "plugins" / "assay-pack-authbench"
+# ASSAY_AUTHBENCH_ROOT points the task checks at a working copy of the distribution (an author's draft of new
+# tasks, locked there); the registry and binary-fixture tests are about the committed pack only.
+ROOT = Path(
+    os.environ.get("ASSAY_AUTHBENCH_ROOT") or Path(__file__).resolve().parents[1] / "plugins" / "assay-pack-authbench"
+)
 PACK_DIR = ROOT / "src" / "assay_pack_authbench" / "pack"
 CASES = Pack.from_directory(PACK_DIR).cases()
 SENSITIVE = sorted(case_id for case_id, case in CASES.items() if case["sensitive"])
