@@ -173,7 +173,8 @@ def test_an_honest_bundle_is_accepted_stored_and_listed(runs, registry, host):
     index = json.loads((registry / "bundles" / "index.json").read_text())
     assert [b["digest"] for b in index["bundles"]] == [record["digest"]]
     entry = record["entries"][0]
-    assert entry["endpoint"] == "openai-loopback" and entry["denominator"] == 12 and entry["condition"] == "D0"
+    # 12 rows of the track (6 cases x 2 seeds), of which the benign companion's 2 are apart from an attack rate.
+    assert entry["endpoint"] == "openai-loopback" and entry["denominator"] == 10 and entry["condition"] == "D0"
     again = submit_bundle(runs["d0"], registry, host)
     assert not again.accepted and any("already in the registry" in r for r in again.reasons)
 

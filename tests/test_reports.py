@@ -305,7 +305,9 @@ def test_compare_counts_rates_and_mcnemar_by_hand(cli, bundle_dir):
     assert document["pairings"] == [
         {"b": "endpoint=beta", "rows_a": 16, "rows_b": 16, "pairs": 16, "unpaired_a": 0, "unpaired_b": 0}
     ]
-    rows = _rows(bundle_dir)
+    # The attack outcomes pair the attack cases only: the benign companion is apart, as in the report.
+    index = Pack.from_directory(EXAMPLE_PACK).case_index()
+    rows = [row for row in _rows(bundle_dir) if index[row["key"]["case_id"]]["family"] != "BENIGN"]
     by_outcome = {c["outcome"]: c for c in document["comparisons"]}
     for name, outcome in (("semantic.core_fail", _core_fail), ("exec.observed_harm", _observed_harm)):
         pairs = _pairs(rows, "alpha", "beta", outcome)

@@ -30,6 +30,13 @@ def test_full_scripted_run_validates_and_reports_every_table(confinement, assay_
     assert run["plan"]["stages"] == ["semantic", "audit", "exec"] and run["sandbox"] == "local"
     data = recompute(read_bundle(outcome.bundle), host.registry)
     assert data.reproduced
+    # CoreFail@N and HarmEvidence@N are over the 600 attack cases in every endpoint x defense cell; the 72 benign
+    # companions are reported on their own, as utility (issue 14, item 1).
+    for metric in ("semantic.core_fail_rate", "audit.harm_evidence_rate"):
+        cells = [v for v in data.values if v.metric == metric]
+        assert len(cells) == 8 and {v.denominator for v in cells} == {600}, metric
+    utility = [v for v in data.values if v.metric == "exec.benign_utility"]
+    assert len(utility) == 8 and {v.denominator for v in utility} == {72}
     accounting = [v for v in data.values if v.metric == "audit.accounting"]
     assert accounting and all(v.detail["closes"] for v in accounting)
     join = [v for v in data.values if v.metric == "exec.core_exec_join"]
@@ -39,7 +46,7 @@ def test_full_scripted_run_validates_and_reports_every_table(confinement, assay_
     ]
     assert refuse_harm and all(v.numerator == 0 for v in refuse_harm)
     markdown = render_markdown(data)
-    for needle in ("CoreFail", "HarmEvidence", "SemanticOnly", "ObservedHarm", "closes", "D4"):
+    for needle in ("CoreFail", "HarmEvidence", "SemanticOnly", "ObservedHarm", "closes", "D4", "Benign utility"):
         assert needle in markdown, needle
     html = tmp_path / "report.html"
     assert assay_cli("report", str(outcome.archive), "--html", str(html)).returncode == 0

@@ -344,12 +344,15 @@ class Outcome:
     outcome's gives a number (compared by its mean, with a task-blocked
     sign-permutation test). Either gives None where the outcome does not
     apply to the row (its stage is absent, say); such rows are not paired.
+    ``kinds`` (optional) are the case kinds it is over, as for the metric of
+    the same outcome (an attack outcome leaves the benign companions out).
     """
 
     name: str
     description: str
     of: Callable[[Mapping[str, Any]], Any] = field(repr=False)
     scale: str = "binary"
+    kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.scale not in ("binary", "score"):
@@ -432,6 +435,10 @@ class MetricContext:
     ``cases`` maps each case id to its case document (for a run's own pack,
     :meth:`assay.packs.Pack.cases_by_id`: read lazily, the family straight
     from the manifest); it is empty when the pack is not at hand.
+    ``family_kinds`` maps each registered family to its case kind (filled by
+    :func:`assay.summary.compute_metrics` from the registry), so a metric
+    over one kind of case (attacks, not their benign companions) tells them
+    apart without reading the case files.
 
     ``memo`` lets metrics share work (such as grouping the rows) within one
     computation of a summary; a context is made per summary, so nothing leaks
@@ -440,6 +447,7 @@ class MetricContext:
 
     plan: Mapping[str, Any]
     cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    family_kinds: Mapping[str, str] = field(default_factory=dict)
     _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def memo(self, key: Hashable, compute: Callable[[], _T]) -> _T:

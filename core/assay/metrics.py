@@ -36,7 +36,10 @@ __all__ = [
     "RateMetric",
     "Row",
     "carried",
+    "case_kind",
     "grouped_rows",
+    "in_kinds",
+    "of_kinds",
     "rate_value",
     "register_tests",
     "stage_outcome",
@@ -122,6 +125,26 @@ def grouped_rows(
     return context.memo(("grouped", id(rows), stage, tuple(by), tuple(keys)), compute)
 
 
+def case_kind(context: MetricContext, case_id: str) -> str:
+    """The kind of a case, from its family (``"unknown"`` when the pack or the family is not at hand)."""
+    family = context.cases.get(case_id, {}).get("family", "unknown")
+    return context.family_kinds.get(family, "unknown")
+
+
+def in_kinds(kind: str, kinds: tuple[str, ...]) -> bool:
+    """Whether a case of ``kind`` is within ``kinds`` (empty: every kind). A case whose kind is unknown (its pack
+    is not at hand) is within: only a case known to be of another kind is left out, so a report without the pack
+    still shows the rates, over every row (and says the families are unknown)."""
+    return not kinds or kind == "unknown" or kind in kinds
+
+
+def of_kinds(rows: Sequence[Row], context: MetricContext, kinds: tuple[str, ...]) -> list[Row]:
+    """The rows whose case is within ``kinds`` (see :func:`in_kinds`)."""
+    if not kinds:
+        return list(rows)
+    return [row for row in rows if in_kinds(case_kind(context, row["key"]["case_id"]), kinds)]
+
+
 def rate_value(name: str, group: GroupKey, hits: int, n: int, detail: Mapping[str, Any] | None = None) -> MetricValue:
     """A rate's value for one group: hits over n with its Wilson 95% interval (and ``detail``)."""
     low, high = wilson_interval(hits, n)
@@ -149,6 +172,8 @@ class RateMetric:
     nulls: Callable[[Row], bool] | None = field(default=None, repr=False)
     keys: tuple[str, ...] = ENDPOINT_CONDITION
     requires: str | None = None
+    #: The case kinds the rate is over (empty: every case), e.g. an attack rate leaves the benign companions out.
+    kinds: tuple[str, ...] = ()
 
     def outcome(self, row: Row) -> bool | None:
         """This rate's outcome for one row: None when the row is outside its denominator.
@@ -181,6 +206,8 @@ class RateMetric:
         totals: dict[GroupKey, list[int]] = {}
         for fine, (hits, n) in cells.items():
             named_keys, named_by = dict(fine[: len(fine_keys)]), dict(fine[len(fine_keys) :])
+            if not in_kinds(context.family_kinds.get(named_by["family"], "unknown"), self.kinds):
+                continue  # a group of another kind of case (the fine groups hold one family each)
             group = tuple((k, named_keys[k]) for k in self.keys) + tuple((b, named_by[b]) for b in self.by)
             total = totals.setdefault(group, [0, 0, 0, 0])
             total[0] += hits
@@ -393,11 +420,15 @@ class MeanMetric:
     stage: str
     value_of: Callable[[Row], float | None] = field(repr=False)
     by: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()  # the case kinds it is over (empty: every case)
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One mean per group; numerator is omitted, denominator counts the non-null values."""
         values = []
-        for group, members in grouped_rows(rows, context, self.by, self.stage).items():
+        for group, all_members in grouped_rows(rows, context, self.by, self.stage).items():
+            members = of_kinds(all_members, context, self.kinds)
+            if not members:
+                continue
             numbers = [v for v in (self.value_of(row) for row in members) if v is not None]
             mean = sum(numbers) / len(numbers) if numbers else None
             values.append(MetricValue(self.name, dict(group), mean, None, len(numbers)))
@@ -445,6 +476,7 @@ class McNemarVsBaseline:
     stage: str
     outcome: Callable[[Row], bool] = field(repr=False)
     baseline: str = field(kw_only=True)
+    kinds: tuple[str, ...] = field(default=(), kw_only=True)  # the case kinds paired (empty: every case)
     #: The name ``detail`` gives the baseline's rate over the pairs.
     baseline_rate: str = field(default="rate_baseline", kw_only=True)
 
@@ -454,10 +486,12 @@ class McNemarVsBaseline:
         read = _stage_table(rows, context, self.stage)
         if read is not None and read.knows(self.outcome, None):
             conditions = [cell[1] for cell in read.cells]
+            wanted = [in_kinds(context.family_kinds.get(cell[2], "unknown"), self.kinds) for cell in read.cells]
             for cell, ident, outcome in zip(read.cell_of, read.idents, read.results[(None, self.outcome)], strict=True):
-                outcomes[conditions[cell]][ident] = outcome
+                if wanted[cell]:
+                    outcomes[conditions[cell]][ident] = outcome
         else:
-            for row in rows:
+            for row in of_kinds(rows, context, self.kinds):
                 if self.stage in row.get("stages", _NO_STAGES):
                     outcomes[row["key"]["condition"]][_pair_ident(row["key"])] = bool(self.outcome(row))
         base = outcomes.get(self.baseline)

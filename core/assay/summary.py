@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .components import MetricContext, MetricValue
@@ -28,6 +28,9 @@ def compute_metrics(
 ) -> list[MetricValue]:
     """Compute the named metrics (default: every registered one) in name order."""
     wanted = registry.names("metrics") if names is None else sorted(set(names))
+    if not context.family_kinds:  # what a metric over one kind of case needs (see MetricContext)
+        kinds = {name: family.kind for name, family in registry.items("families").items()}
+        context = replace(context, family_kinds=kinds)
     values: list[MetricValue] = []
     for name in wanted:
         metric = registry.get("metrics", name)

@@ -102,19 +102,26 @@ def compare_command(
     """
     from ..components import AnalysisContext
     from ..reports import compare_rows, read_bundle, render_comparison_markdown
-    from ..reports._load import case_families
+    from ..reports._load import case_families, case_kinds
 
     files = read_bundle(bundle)
     registry = get_host(ctx).registry
     available = list(registry.items("outcomes").values())
+    cases, _ = case_families(files, registry, pack_root)
     result = compare_rows(
-        files.rows, a, bs, outcomes=metrics or None, seed=seed, resamples=resamples, available=available
+        files.rows,
+        a,
+        bs,
+        outcomes=metrics or None,
+        seed=seed,
+        resamples=resamples,
+        available=available,
+        case_kinds=case_kinds(files, registry, pack_root),
     )
     result = replace(result, bundle=str(bundle), run_id=str(files.run.get("run_id")))
     analyses = [analysis for analysis in registry.items("analyses").values() if analysis.applies(files.rows)]
     found = []
     if analyses:
-        cases, _ = case_families(files, registry, pack_root)
         context = AnalysisContext(files.run, cases, seed, resamples, alpha)
         found = [(analysis, analysis.run(files.rows, a, bs, context)) for analysis in analyses]
     if as_json:

@@ -114,6 +114,7 @@ def _model(run: Mapping[str, Any], endpoint: str) -> str:
 def build_site(registry: Path, out: Path, host: PluginHost) -> list[Path]:
     """Write the site for ``registry`` into ``out``; returns the pages written (index first)."""
     from ..reports import read_bundle, recompute, render_html
+    from ..reports._load import case_kinds
 
     index = read_index(registry)
     loaded: list[tuple[Mapping[str, Any], Any]] = []
@@ -142,7 +143,8 @@ def build_site(registry: Path, out: Path, host: PluginHost) -> list[Path]:
                 raise UsageError(f"track {track.id} ranks by {track.rank_by}, which this assay cannot compute")
             board_key = (str(pack["name"]), str(pack["version"]), track.id)
             board = boards.setdefault(board_key, (track, []))
-            board[1].extend((record, files.run, entry) for entry in entries_for(track, metric, files.rows))
+            kinds = case_kinds(files, host.registry)
+            board[1].extend((record, files.run, entry) for entry in entries_for(track, metric, files.rows, kinds))
             shown.update(_also(track, files, str(record.get("digest")), host))
     data: dict[str, Any] = {"tracks": []}
     pages = []

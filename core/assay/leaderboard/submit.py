@@ -184,11 +184,13 @@ def submit_bundle(
 
 def _entries(covered: list[tuple[Track, list[str]]], files: Any, host: PluginHost) -> list[dict[str, Any]]:
     """The headline numbers of each (track, endpoint, condition), with the endpoint's model."""
+    from ..reports._load import case_kinds
+
     endpoints = {str(e.get("id")): e for e in files.run.get("endpoints", [])}
     records = []
     for candidate, _ in covered:
         metric = host.registry.get("metrics", candidate.rank_by)
-        for entry in entries_for(candidate, metric, files.rows):
+        for entry in entries_for(candidate, metric, files.rows, case_kinds(files, host.registry)):
             low, high = entry.interval
             endpoint = endpoints.get(entry.endpoint, {})
             records.append(

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..metrics import in_kinds
 from ..stats import rate, wilson_interval
 
 __all__ = ["Entry", "Track", "coverage_problems", "entries_for", "pair_key", "tracks_of"]
@@ -155,13 +156,22 @@ class Entry:
         return wilson_interval(self.hits, self.n)
 
 
-def entries_for(track: Track, metric: Any, rows: Sequence[Mapping[str, Any]]) -> list[Entry]:
-    """The entries of a bundle's rows on ``track``, by endpoint then condition, from ``metric.outcome(row)``."""
+def entries_for(
+    track: Track, metric: Any, rows: Sequence[Mapping[str, Any]], case_kinds: Mapping[str, str] | None = None
+) -> list[Entry]:
+    """The entries of a bundle's rows on ``track``, by endpoint then condition, from ``metric.outcome(row)``.
+
+    A metric over some kinds of case (its ``kinds``: an attack rate leaves the benign companions out) counts
+    only those, as its value in the bundle's metrics does; ``case_kinds`` maps case ids to their kinds.
+    """
     wanted = set(track.cases)
+    kinds = tuple(getattr(metric, "kinds", ()) or ())
     by_entry: dict[tuple[str, str], dict[str, bool]] = {}
     for row in rows:
         key = row["key"]
         if key["case_id"] not in wanted:
+            continue
+        if kinds and not in_kinds((case_kinds or {}).get(key["case_id"], "unknown"), kinds):
             continue
         outcome = metric.outcome(row)
         cell = by_entry.setdefault((key["endpoint"], key["condition"]), {})

@@ -243,3 +243,10 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
     differences = claim_differences(bundle.claims, values, set(metrics))
     sections = registry.items("report_sections")
     return ReportData(bundle, tuple(values), metrics, families, tuple(differences), sections)
+
+
+def case_kinds(bundle: BundleFiles, registry: Registry, pack_root: Path | None = None) -> dict[str, str]:
+    """Each case id of the bundle's exact pack to its kind, through its family (empty when the pack is not at hand)."""
+    cases, _ = case_families(bundle, registry, pack_root)
+    family_kinds = {name: family.kind for name, family in registry.items("families").items()}
+    return {case_id: family_kinds.get(str(case.get("family")), "unknown") for case_id, case in cases.items()}

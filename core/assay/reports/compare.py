@@ -19,6 +19,7 @@ from typing import Any
 
 from ..components import Outcome
 from ..errors import AssayError, UsageError
+from ..metrics import in_kinds
 from ..stats import (
     holm_adjust,
     mcnemar_from_pairs,
@@ -207,11 +208,14 @@ def compare_rows(
     resamples: int = 10_000,
     confidence: float = 0.95,
     available: Sequence[Outcome],
+    case_kinds: Mapping[str, str] | None = None,
 ) -> ComparisonResult:
     """Compare A with every B on each outcome that both rows of a pair carry.
 
     ``available`` are the outcomes that can be named (the registered ones,
-    from ``register_outcomes``). Outcomes (default:
+    from ``register_outcomes``); ``case_kinds`` maps case ids to their kinds,
+    so an outcome over some kinds of case pairs only those (a case of an
+    unknown kind is paired). Outcomes (default:
     all of them) with no paired rows are left out; when outcomes were named,
     those are listed in ``no_pairs``. The
     bootstrap of every comparison uses ``seed``, so the result is the same
@@ -220,6 +224,7 @@ def compare_rows(
     if not bs:
         raise UsageError("give at least one --b selector")
     chosen = _choose(outcomes, available)
+    kinds = case_kinds or {}
     pair_on = tuple(name for name in KEY_FIELDS if name not in a.fields)
     a_index = _index(rows, a, pair_on, "--a")
     seen: set[Selector] = set()
@@ -236,13 +241,23 @@ def compare_rows(
             raise UsageError(f"--b {b} is given twice")
         seen.add(b)
         b_index = _index(rows, b, pair_on, "--b")
-        keys = sorted(set(a_index) & set(b_index))
+        all_keys = sorted(set(a_index) & set(b_index))
+        keys = all_keys
         if not keys:
             raise UsageError(f"--a {a} and --b {b} share no work item (pairs agree on {', '.join(pair_on)})")
         pairings.append(
             Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys))
         )
         for outcome in chosen:
+            keys = (
+                [
+                    k
+                    for k in all_keys
+                    if in_kinds(kinds.get(str(a_index[k]["key"]["case_id"]), "unknown"), outcome.kinds)
+                ]
+                if outcome.kinds
+                else all_keys
+            )
             if outcome.scale == "score":
                 found = _scores(outcome, a_index, b_index, keys, str(b), resamples, seed)
                 scores.extend(found)

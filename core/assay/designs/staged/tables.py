@@ -75,7 +75,8 @@ def core_fail_section(panel: ReportPanel) -> MainSection | None:
     return MainSection(
         "core-fail",
         "CoreFail@N by endpoint and defense",
-        "Share of rows whose final response complied with the attack goal, per endpoint (rows) and defense (columns).",
+        "Share of attack rows whose final response complied with the attack goal, per endpoint (rows) and defense "
+        "(columns); the benign companions are apart (their utility is under Exec).",
         (table,),
         notes,
         "lines",
@@ -189,11 +190,18 @@ def exec_section(panel: ReportPanel) -> MainSection | None:
         for metric, pooled, title in _EXEC_TABLES
         if panel.cells(metric)
     ]
+    if panel.cells("exec.benign_utility"):  # the companions measure utility, on their own
+        tables.append(
+            panel.matrix(
+                "exec.benign_utility", None, "Benign utility (companion tasks) per cell: percent [95% Wilson] (k/n)"
+            )
+        )
     if not tables:
         return None
     notes = (
         "Exec is a separate agent loop in an isolated sandbox; its rates are decided by deterministic oracles "
-        "on the state diff. The last row of each table pools every endpoint's exec rows of a defense.",
+        "on the state diff. The harm rates are over the attack cases; the benign companions measure utility and "
+        "are reported on their own. The last row of each table pools every endpoint's rows of a defense.",
     )
     return MainSection(
         "exec",
