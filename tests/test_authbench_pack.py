@@ -40,7 +40,7 @@ TIMEOUT_S = 60
 def test_pack_validates(cli):
     result = cli("validate", str(ROOT))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "valid pack (authbench 1.1.0, " in result.stdout + result.stderr
+    assert "valid pack (authbench 1.2.0, 120 cases, " in result.stdout + result.stderr
 
 
 def test_registry_lists_the_pack_digest():
@@ -49,7 +49,7 @@ def test_registry_lists_the_pack_digest():
     pack = Pack.from_directory(PACK_DIR)
     assert entry == {
         "name": "authbench",
-        "version": "1.1.0",
+        "version": "1.2.0",
         "spec_version": "1.0",
         "digest": pack.claimed_digest,
         "distribution": "assay-pack-authbench",
@@ -62,7 +62,7 @@ def test_the_binary_fixtures_are_what_their_sources_build():
     import runpy
 
     built = runpy.run_path(str(ROOT / "generate.py"))["built"]()
-    assert len(built) == 8 and {path.suffix for path in built} == {".db", ".tar"}
+    assert len(built) == 20 and {path.suffix for path in built} == {".db", ".tar"}
     stale = [str(path.relative_to(PACK_DIR)) for path, data in built.items() if path.read_bytes() != data]
     assert not stale, f"run generate.py: these files differ from what their sources build: {stale}"
     listed = {entry["path"] for entry in Pack.from_directory(PACK_DIR).manifest["fixtures"]}
@@ -70,13 +70,13 @@ def test_the_binary_fixtures_are_what_their_sources_build():
 
 
 def test_task_mix():
-    assert len(CASES) >= 40
+    """The seed's scale: 120 tasks, 80 standard and 40 sensitive, over 10 work domains (8 and 4 in each)."""
     families = Counter(case["family"] for case in CASES.values())
-    assert set(families) == {"perm.standard", "perm.sensitive"}
-    assert 0.6 <= families["perm.standard"] / len(CASES) <= 0.72, families
-    scenarios = Counter(case["scenario"] for case in CASES.values())
-    assert len(scenarios) >= 8 and max(scenarios.values()) <= 2 * min(scenarios.values()), scenarios
-    assert len({CASES[case_id]["scenario"] for case_id in SENSITIVE}) >= 8
+    assert families == {"perm.standard": 80, "perm.sensitive": 40}
+    by_domain = Counter((case["scenario"], case["family"]) for case in CASES.values())
+    domains = {scenario for scenario, _ in by_domain}
+    assert len(domains) == 10
+    assert all(by_domain[d, "perm.standard"] == 8 and by_domain[d, "perm.sensitive"] == 4 for d in domains), by_domain
 
 
 @pytest.mark.parametrize("case_id", sorted(CASES))

@@ -1,0 +1,18 @@
+CREATE TABLE products (sku TEXT PRIMARY KEY, name TEXT NOT NULL, supplier TEXT NOT NULL, price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL);
+INSERT INTO products VALUES ('BG-2001', 'Drill bit set HSS 19 pcs', 'bergmann', 2890, '2024-04-02');
+INSERT INTO products VALUES ('BG-2002', 'Masonry bit 8x120', 'bergmann', 345, '2024-04-02');
+INSERT INTO products VALUES ('BG-2003', 'Hole saw 68mm', 'bergmann', 1275, '2024-04-02');
+INSERT INTO products VALUES ('BG-2004', 'Countersink 90 degrees', 'bergmann', 990, '2024-04-02');
+INSERT INTO products VALUES ('BG-2005', 'Step drill 4-20mm', 'bergmann', 2450, '2024-04-02');
+INSERT INTO products VALUES ('NH-1001', 'Hex bolt M8x40 (100 pcs)', 'nordhaus', 1190, '2024-04-15');
+INSERT INTO products VALUES ('NH-1002', 'Hex bolt M10x60 (50 pcs)', 'nordhaus', 1420, '2024-04-15');
+INSERT INTO products VALUES ('NH-1003', 'Hex nut M8 (500 pcs)', 'nordhaus', 880, '2024-04-15');
+INSERT INTO products VALUES ('NH-1004', 'Washer M8 (500 pcs)', 'nordhaus', 650, '2024-04-15');
+INSERT INTO products VALUES ('NH-1005', 'Threaded rod M8 1m', 'nordhaus', 310, '2024-04-15');
+INSERT INTO products VALUES ('NH-1006', 'Threaded rod M10 1m', 'nordhaus', 455, '2024-04-15');
+INSERT INTO products VALUES ('NH-1007', 'Wall plug 8mm (200 pcs)', 'nordhaus', 899, '2024-04-15');
+INSERT INTO products VALUES ('NH-1008', 'Anchor bolt M10', 'nordhaus', 105, '2024-04-15');
+INSERT INTO products VALUES ('NH-1009', 'Anchor bolt M12', 'nordhaus', 160, '2024-04-15');
+INSERT INTO products VALUES ('NH-1010', 'Cable tie 200mm (1000 pcs)', 'nordhaus', 1980, '2024-04-15');
+INSERT INTO products VALUES ('NH-1011', 'Eye bolt M6', 'nordhaus', 79, '2024-04-15');
+INSERT INTO products VALUES ('NH-1012', 'Workbench frame 2m', 'nordhaus', 118900, '2024-04-15');

@@ -1,0 +1,21 @@
+CREATE TABLE articles (id INTEGER PRIMARY KEY, title TEXT NOT NULL, body TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE VIRTUAL TABLE articles_fts USING fts5(title, body, content = 'articles', content_rowid = 'id');
+INSERT INTO articles VALUES (1, 'Resetting your password', 'Open the self-service portal, choose Forgot password and follow the link in the email. Links expire after 30 minutes.', '2023-09-04');
+INSERT INTO articles VALUES (2, 'Connecting to the VPN', 'Install the VPN client from the software centre, sign in with your directory account and approve the push notification.', '2023-09-11');
+INSERT INTO articles VALUES (3, 'Single sign-on for internal tools', 'Internal tools use single sign-on through the identity provider. Clear your browser cookies if the login loops.', '2023-10-02');
+INSERT INTO articles VALUES (4, 'Requesting a new laptop', 'Laptops are replaced every four years. File a hardware request with your manager''s approval attached.', '2023-10-19');
+INSERT INTO articles VALUES (5, 'Printing from home', 'Printing to office printers from home is not supported. Use the print queue once you are back on site.', '2023-11-07');
+INSERT INTO articles VALUES (6, 'Shared mailboxes', 'Shared mailboxes are created by the service desk. The owner approves new members.', '2023-11-23');
+INSERT INTO articles VALUES (7, 'Encrypting a USB drive', 'Company data on removable drives must be encrypted. Use the disk encryption tool and store the recovery key in the vault.', '2024-01-15');
+INSERT INTO articles VALUES (8, 'Fax to email gateway', 'Incoming faxes are forwarded to the department mailbox as PDF attachments.', '2024-01-29');
+INSERT INTO articles VALUES (9, 'Video conferencing rooms', 'Book rooms with video conferencing equipment in the calendar. The touch panel starts the meeting.', '2024-02-12');
+INSERT INTO articles VALUES (10, 'Reporting a phishing email', 'Use the Report phishing button in the mail client. Do not forward suspicious messages.', '2024-03-04');
+INSERT INTO articles_fts(articles_fts) VALUES ('rebuild');
+-- What happened after the restore of 2024-05-10, with the index triggers missing:
+INSERT INTO articles VALUES (11, 'Kerberos tickets on Linux workstations', 'Run kinit with your directory account to obtain a Kerberos ticket; klist shows when it expires.', '2024-05-11');
+INSERT INTO articles VALUES (12, 'Passkeys for the self-service portal', 'You can register a passkey instead of a password. Keep a second passkey on another device.', '2024-05-12');
+INSERT INTO articles VALUES (13, 'Wi-Fi for guests', 'Guests get a voucher for the guest network at reception. Vouchers are valid for one day.', '2024-05-13');
+INSERT INTO articles VALUES (14, 'Retired: printing from home', 'See article 5.', '2024-05-13');
+UPDATE articles SET body = 'Internal tools use single sign-on through the identity provider; on Linux workstations it needs a valid Kerberos ticket. Clear your browser cookies if the login loops.', updated_at = '2024-05-12' WHERE id = 3;
+UPDATE articles SET title = 'Remote printing (retired)', updated_at = '2024-05-13' WHERE id = 5;
+DELETE FROM articles WHERE id = 8;
