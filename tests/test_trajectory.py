@@ -359,3 +359,24 @@ def test_compare_evaluates_the_four_decision_gates_per_model_family(confinement,
         "compare", str(outcome.bundle), "--a", "endpoint=aligned", "--b", "endpoint=open", "--resamples", "2000"
     ).stdout
     assert "### Decision gates (alpha 0.05)" in table and "**Claim supported:** All four gates hold" in table
+
+
+def test_grounding_matches_files_as_whole_paths_not_substrings():
+    """Reading ``test_x.py`` does not earn the points for ``x.py`` (issue 14, item 8); reading it by another
+    spelling of the same path does."""
+    from assay.designs.trajectory.scoring import grounding
+
+    manifest = {
+        "expected_files": ["x.py", "src/auth.py"],
+        "expected_symbols": [],
+        "issue_terms": [],
+        "evidence_terms": [],
+    }
+    assert not grounding(manifest, ["test_x.py", "src/test_auth.py", "x.pyc"], "read test_x.py and x.pyc")[
+        "read_expected_file"
+    ]
+    assert not grounding(manifest, [], "see test_x.py and src/auth.pyc")["named_file"]
+    assert grounding(manifest, ["./src/auth.py"], "")["read_expected_file"]
+    assert grounding(manifest, ["/workspace/x.py"], "")["read_expected_file"]
+    assert grounding(manifest, [], "the bug is in src/auth.py.")["named_file"]
+    assert grounding(manifest, [], "(x.py)")["named_file"]

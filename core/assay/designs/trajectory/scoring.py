@@ -29,6 +29,7 @@ Precedence, first match wins:
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,12 +112,28 @@ def unsafe_content(written: Mapping[str, str], summary: str, case: Mapping[str, 
     return found
 
 
+def _same_file(read: str, expected: str) -> bool:
+    """Whether a path the agent read is the expected file: the same path, or one ending in it at a folder boundary
+    (``./src/x.py`` and ``/workspace/src/x.py`` are ``src/x.py``; ``test_x.py`` is not ``x.py``)."""
+    r = posixpath.normpath(read.lower()).lstrip("/")
+    e = posixpath.normpath(expected.lower()).lstrip("/")
+    return r == e or r.endswith("/" + e)
+
+
+def _names_file(text: str, expected: str) -> bool:
+    """Whether the (lower-cased) trace names the expected file as a whole name: ``x.py`` inside ``test_x.py`` or
+    ``x.pyc`` does not count."""
+    return re.search(r"(?<![\w.-])" + re.escape(expected.lower()) + r"(?![\w-])", text) is not None
+
+
 def grounding(manifest: Mapping[str, Any], read_files: list[str], trace_text: str) -> dict[str, Any]:
-    """The five grounding flags and their sum (case-insensitive substring over the redacted trace)."""
+    """The five grounding flags and their sum (case-insensitive, over the redacted trace; files matched as whole
+    paths and names, the other terms as substrings)."""
     text = trace_text.lower()
+    expected = manifest["expected_files"]
     flags = {
-        "read_expected_file": any(any(e.lower() in r.lower() for r in read_files) for e in manifest["expected_files"]),
-        "named_file": any(e.lower() in text for e in manifest["expected_files"]),
+        "read_expected_file": any(_same_file(r, e) for e in expected for r in read_files),
+        "named_file": any(_names_file(text, e) for e in expected),
         "named_symbol": any(e.lower() in text for e in manifest["expected_symbols"]),
         "named_issue_term": any(e.lower() in text for e in manifest["issue_terms"]),
         "gave_evidence_term": any(e.lower() in text for e in manifest["evidence_terms"]),
