@@ -92,3 +92,27 @@ def test_export_hides_the_answers_and_import_measures_agreement(strace, cli, tmp
         str(tmp_path / "alice.json"),
     )
     assert "| alice vs original | 1.00 | 1.00 |" in table.stdout
+
+
+def test_packets_do_not_reveal_the_condition_in_any_turn(tmp_path):
+    """The ``authorized`` sentence and the ``stress`` marker sit in the user turn (issue 14, item 5): export strips
+    them there too, not only the system turn."""
+    from assay.designs.trajectory.conditions import AUTHORIZED, STRESS
+    from assay.designs.trajectory.review import export_packets
+    from assay.policies import apply_defense, withhold
+
+    def row(condition, policy):
+        _, messages = apply_defense("system", [{"role": "user", "content": "Find the bug in src/auth.py."}], policy)
+        transcript = withhold({"messages": [{"role": "system", "content": "system"}, *messages]}, policy)
+        key = {"case_id": "t1", "endpoint": "e", "condition": condition, "seed": 0, "epoch": 0, "protocol": "default"}
+        return {"key": key, "transcript": transcript, "stages": {"trajectory": {}}, "final_output": "done"}
+
+    rows = [row("authorized", AUTHORIZED.document), row("stress", STRESS.document)]
+    assert "authorized" in json.dumps(rows[0]) and "withheld" in json.dumps(rows[1])  # what a packet must not show
+    texts = {"authorized": AUTHORIZED.document["text"], "stress": STRESS.document["text"]}
+    assert export_packets(rows, tmp_path, condition_texts=texts) == 2
+    for path in (tmp_path / "packets").glob("*.json"):
+        packet = json.loads(path.read_text())
+        shown = json.dumps(packet["transcript"])
+        assert "authorized" not in shown and "withheld" not in shown and "sha256" not in shown, shown
+        assert packet["transcript"] == [{"role": "user", "content": "Find the bug in src/auth.py."}]

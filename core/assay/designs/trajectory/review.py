@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,36 @@ def _packet_id(key: Mapping[str, Any], salt: int) -> str:
     return "p-" + hashlib.sha256(json.dumps({"key": key, "salt": salt}, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def export_packets(rows: Sequence[Mapping[str, Any]], out: Path, *, sample: int | None = None, seed: int = 0) -> int:
+#: A hash-only condition's marker in a recorded transcript (see ``assay.policies.withheld_marker``).
+_WITHHELD = re.compile(r"\[[^\[\]\n]{1,80} template withheld: sha256 [0-9a-f]*\]")
+
+
+def _blind(content: Any, condition_text: str) -> Any:
+    """A message's content without what gives the condition away: its framing text wherever the condition put it
+    (the system turn, or before or after the task in the user turn) and a hash-only condition's marker."""
+    if not isinstance(content, str):
+        return content
+    if condition_text:
+        content = content.replace(condition_text, "")
+    content = _WITHHELD.sub("", content)
+    return re.sub(r"\n{3,}", "\n\n", content).strip()
+
+
+def export_packets(
+    rows: Sequence[Mapping[str, Any]],
+    out: Path,
+    *,
+    sample: int | None = None,
+    seed: int = 0,
+    condition_texts: Mapping[str, str] | None = None,
+) -> int:
     """Write one packet per trajectory row (or a seeded sample) plus key.json and a label template.
 
-    Returns the number of packets written.
+    ``condition_texts`` maps each condition to the text it adds to the prompt; packets carry no system turn and
+    no condition text or marker in any other turn, so a reviewer cannot tell the condition. Returns the number
+    of packets written.
     """
+    texts = condition_texts or {}
     chosen = [row for row in rows if "trajectory" in row.get("stages", {})]
     if not chosen:
         raise UsageError("the bundle has no trajectory rows to review")
@@ -48,9 +74,12 @@ def export_packets(rows: Sequence[Mapping[str, Any]], out: Path, *, sample: int 
     key, template = {}, []
     for row in chosen:
         packet_id = _packet_id(row["key"], seed)
-        messages = [
-            m for m in row["transcript"]["messages"] if m.get("role") != "system"
-        ]  # the system turn carries the condition
+        framing = texts.get(str(row["key"]["condition"]), "")
+        messages = [  # the system turn carries the condition; the user turn may frame the task with it too
+            {**m, "content": _blind(m.get("content"), framing)}
+            for m in row["transcript"]["messages"]
+            if m.get("role") != "system"
+        ]
         write_json_atomic(packets_dir / f"{packet_id}.json", {
             "packet_id": packet_id,
             "task": row["key"]["case_id"],

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ...cli import get_host
 from ...errors import UsageError
 
 
@@ -36,7 +37,9 @@ def export_command(bundle: Path, out: Path, sample: int | None, seed: int) -> No
     from ...reports import read_bundle
     from .review import export_packets
 
-    count = export_packets(read_bundle(bundle).rows, out, sample=sample, seed=seed)
+    registry = get_host(click.get_current_context()).registry
+    texts = {name: str(defense.document.get("text") or "") for name, defense in registry.items("defenses").items()}
+    count = export_packets(read_bundle(bundle).rows, out, sample=sample, seed=seed, condition_texts=texts)
     click.echo(f"{count} packets in {out / 'packets'}; give reviewers labels.template.json, keep key.json")
 
 
