@@ -773,3 +773,37 @@ def test_adding_any_pattern_never_lowers_recall(case, pattern):
     before = score_policy(policy, spec, universe, resolve)[axis]["recall"]
     after = score_policy(wider, spec, universe, resolve)[axis]["recall"]
     assert after >= before
+
+
+def test_static_quality_is_reported_for_standard_and_sensitive_tasks_apart(host):
+    """The seed reports static quality on the standard tasks (issue 14, item 11): the by-family metrics give it."""
+    from assay.components import MetricContext
+    from assay.summary import compute_metrics
+
+    def row(case, f1):
+        static = {axis: {"precision": f1, "recall": f1, "f1": f1} for axis in [*AXES, "macro"]}
+        key = {"case_id": case, "endpoint": "e", "condition": "D0", "seed": 0, "epoch": 0}
+        return {"key": key, "stages": {"permission": {"static": static}}}
+
+    cases = {"s1": {"family": "perm.standard"}, "s2": {"family": "perm.standard"}, "x1": {"family": "perm.sensitive"}}
+    rows = [row("s1", 1.0), row("s2", 0.5), row("x1", 0.0)]
+    values = compute_metrics(
+        rows, MetricContext(plan={}, cases=cases), host.registry, ["permission.macro_f1_by_family"]
+    )
+    by_family = {v.group["family"]: v.value for v in values if v.group["axis"] == "macro"}
+    assert by_family == {"perm.standard": 0.75, "perm.sensitive": 0.0}
+
+
+def test_completion_on_a_standard_task_is_utility_success_alone(host):
+    """An agent that does the job but never calls finish has completed it, as the seed defines completion."""
+    from assay.components import MetricContext
+    from assay.summary import compute_metrics
+
+    def row(case, utility, completed):
+        dynamic = {"utility_success": utility, "completed": completed, "attack_success": None, "denials": []}
+        key = {"case_id": case, "endpoint": "e", "condition": "D0", "seed": 0, "epoch": 0}
+        return {"key": key, "stages": {"permission": {"static": None, "dynamic": dynamic}}}
+
+    rows = [row("s1", True, False), row("s2", True, True), row("s3", False, False)]
+    (value,) = compute_metrics(rows, MetricContext(plan={}, cases={}), host.registry, ["permission.completion_rate"])
+    assert (value.numerator, value.denominator) == (2, 3)
