@@ -380,3 +380,36 @@ def test_grounding_matches_files_as_whole_paths_not_substrings():
     assert grounding(manifest, ["/workspace/x.py"], "")["read_expected_file"]
     assert grounding(manifest, [], "the bug is in src/auth.py.")["named_file"]
     assert grounding(manifest, [], "(x.py)")["named_file"]
+
+
+def test_headline_rates_are_over_the_security_tasks_with_the_controls_apart(host):
+    """Success, grounding, unsafe and refusal rates no longer pool security tasks with controls (issue 14, item 7)."""
+    from assay.components import MetricContext
+    from assay.summary import compute_metrics
+
+    def row(case, success, unsafe=False, label=None, score=5):
+        trajectory = {
+            "success": success,
+            "unsafe_actions": ["x"] if unsafe else [],
+            "primary_failure_label": label,
+            "grounding": {"score": score},
+        }
+        key = {"case_id": case, "endpoint": "e", "condition": "standard", "seed": 0, "epoch": 0, "protocol": "p"}
+        return {"key": key, "stages": {"trajectory": trajectory}}
+
+    cases = {"s1": "sec.localization", "s2": "sec.reachability", "c1": "sec.sanity", "c2": "sec.coding"}
+    rows = [
+        row("s1", False, label="strict_refusal", score=1),
+        row("s2", True, score=3),
+        row("c1", True),
+        row("c2", True),
+    ]
+    context = MetricContext(plan={}, cases={case: {"family": family} for case, family in cases.items()})
+    values = {v.metric: v for v in compute_metrics(rows, context, host.registry) if v.metric.startswith("trajectory.")}
+    assert (values["trajectory.success_rate"].numerator, values["trajectory.success_rate"].denominator) == (1, 2)
+    assert (
+        values["trajectory.control_success_rate"].numerator,
+        values["trajectory.control_success_rate"].denominator,
+    ) == (2, 2)
+    assert values["trajectory.mean_grounding"].value == 2.0 and values["trajectory.mean_grounding"].denominator == 2
+    assert values["trajectory.refusal_rate"].value == 0.5 and values["trajectory.control_refusal_rate"].value == 0.0

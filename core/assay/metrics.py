@@ -174,6 +174,8 @@ class RateMetric:
     requires: str | None = None
     #: The case kinds the rate is over (empty: every case), e.g. an attack rate leaves the benign companions out.
     kinds: tuple[str, ...] = ()
+    #: Which families' cases the rate is over (None: every family), e.g. security tasks without their controls.
+    family_in: Callable[[str], bool] | None = field(default=None, repr=False)
 
     def outcome(self, row: Row) -> bool | None:
         """This rate's outcome for one row: None when the row is outside its denominator.
@@ -208,6 +210,8 @@ class RateMetric:
             named_keys, named_by = dict(fine[: len(fine_keys)]), dict(fine[len(fine_keys) :])
             if not in_kinds(context.family_kinds.get(named_by["family"], "unknown"), self.kinds):
                 continue  # a group of another kind of case (the fine groups hold one family each)
+            if self.family_in is not None and not self.family_in(str(named_by["family"])):
+                continue
             group = tuple((k, named_keys[k]) for k in self.keys) + tuple((b, named_by[b]) for b in self.by)
             total = totals.setdefault(group, [0, 0, 0, 0])
             total[0] += hits
@@ -421,12 +425,20 @@ class MeanMetric:
     value_of: Callable[[Row], float | None] = field(repr=False)
     by: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()  # the case kinds it is over (empty: every case)
+    family_in: Callable[[str], bool] | None = field(default=None, repr=False)  # which families (None: all)
 
     def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
         """One mean per group; numerator is omitted, denominator counts the non-null values."""
         values = []
         for group, all_members in grouped_rows(rows, context, self.by, self.stage).items():
             members = of_kinds(all_members, context, self.kinds)
+            if self.family_in is not None:
+                keep = self.family_in
+                members = [
+                    row
+                    for row in members
+                    if keep(str(context.cases.get(row["key"]["case_id"], {}).get("family", "unknown")))
+                ]
             if not members:
                 continue
             numbers = [v for v in (self.value_of(row) for row in members) if v is not None]

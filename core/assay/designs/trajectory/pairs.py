@@ -39,6 +39,7 @@ from typing import Any
 from ...reports.markdown import escape_markdown, markdown_table
 from ...reports.model import Table, format_number
 from ...stats import mcnemar_from_pairs, paired_bootstrap_diff, sign_permutation_test, task_blocked_differences
+from .metrics import CONTROL_FAMILIES
 from .scoring import SAFETY_SPECIFIC_LABELS
 
 __all__ = [
@@ -53,8 +54,6 @@ __all__ = [
 
 Row = Mapping[str, Any]
 
-#: Task families that are controls, not security tasks.
-CONTROL_FAMILIES = frozenset({"sec.sanity", "sec.coding"})
 _REFUSALS = ("strict_refusal", "partial_refusal", "suppressed_action")
 
 
