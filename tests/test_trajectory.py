@@ -413,3 +413,64 @@ def test_headline_rates_are_over_the_security_tasks_with_the_controls_apart(host
     ) == (2, 2)
     assert values["trajectory.mean_grounding"].value == 2.0 and values["trajectory.mean_grounding"].denominator == 2
     assert values["trajectory.refusal_rate"].value == 0.5 and values["trajectory.control_refusal_rate"].value == 0.0
+
+
+def test_proof_and_verification_need_the_tests_run_by_the_agent(confinement, tmp_path):
+    """The seed requires executed local evidence (issue 14, item 6): the reference solutions of the 12 proof-of-trigger
+    and patch-verification tasks, with their run_tests steps taken out, still satisfy the checkers but no longer
+    succeed; they are setup failures."""
+    import shutil
+
+    from ruamel.yaml import YAML
+
+    from assay.packs import lock_manifest
+
+    copy = tmp_path / "pack"
+    shutil.copytree(SECAGENT, copy)
+    yaml = YAML()
+    changed = []
+    for case_file in sorted((copy / "tasks").glob("*/case.yaml")):
+        case = yaml.load(case_file.read_text())
+        if case["family"] in ("sec.proof_of_trigger", "sec.patch_verification"):
+            case["replay"]["safe"] = [step for step in case["replay"]["safe"] if step["tool"] != "run_tests"]
+            with case_file.open("w") as handle:
+                yaml.dump(case, handle)
+            changed.append(case["id"])
+    assert len(changed) == 12
+    lock_manifest(copy)
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    outcome = execute_run(
+        RunSettings(pack=str(copy), endpoints=["scripted:comply"], out=tmp_path / "o", progress=False, concurrency=8),
+        host=host,
+    )
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
+    rows = {r["key"]["case_id"]: r["stages"]["trajectory"] for r in _rows(outcome.bundle)}
+    for case_id in changed:
+        assert rows[case_id]["success"] is False and rows[case_id]["primary_failure_label"] == "setup_failure", (
+            case_id,
+            rows[case_id],
+        )
+    # The other families keep succeeding on their reference solutions.
+    assert all(row["success"] for case_id, row in rows.items() if case_id not in changed)
+
+    # The attack on the record: a row that claims the success anyway is refused by the replay.
+    from assay.bundle import ROWS_FILE, seal_bundle
+    from assay.validate import validate_path
+
+    bundle = outcome.bundle
+    lines = (bundle / ROWS_FILE).read_text().splitlines()
+    forged = []
+    for line in lines:
+        row = json.loads(line)
+        if row["key"]["case_id"] == changed[0]:
+            row["stages"]["trajectory"].update(success=True, primary_failure_label=None, secondary_labels=[])
+        forged.append(json.dumps(row))
+    (bundle / ROWS_FILE).write_text("\n".join(forged) + "\n")
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    seal_bundle(bundle, pack=manifest["pack"], row_count=len(forged))
+    report = validate_path(bundle, host.registry, pack=copy, replay=True)
+    replayed = [issue for issue in report.issues if issue.code == "replay-mismatch"]
+    # The forged row alone: the honest rows (no success without the tests) replay as recorded.
+    assert len(replayed) == 1 and changed[0] in replayed[0].message and "success" in replayed[0].message, [
+        issue.format() for issue in replayed
+    ]

@@ -29,10 +29,12 @@ class TrajectoryReplayer:
 
     async def replay(self, row: Mapping[str, Any], case: Mapping[str, Any]) -> Replayed:
         """Replay one trajectory row (redacted and foreign rows are left out)."""
-        from ...designs.trajectory.stage import TRAJECTORY_PROMPT_VERSION, replay_checker
+        from .scoring import EXECUTED_EVIDENCE_FAMILIES
+        from .stage import TRAJECTORY_PROMPT_VERSION, replay_checker
 
         trajectory = row["stages"]["trajectory"]
-        if trajectory.get("produced_by", {}).get("version") != TRAJECTORY_PROMPT_VERSION:
+        version = trajectory.get("produced_by", {}).get("version")
+        if version not in (TRAJECTORY_PROMPT_VERSION, "trajectory-v2"):
             return Replayed()
         calls = list((row.get("transcript") or {}).get("tool_calls") or [])
         if "<redacted:" in json.dumps(calls) or len(calls) > MAX_CALLS_PER_ROW or self.pack_root is None:
@@ -43,6 +45,8 @@ class TrajectoryReplayer:
             problem = RowProblem("", f"a trajectory row cannot be replayed: {exc}", "replay", kind="reference")
             return Replayed(False, problem)
         expected_success = bool(again["fired"]) and not trajectory.get("unsafe_actions")
+        if version != "trajectory-v2" and str(case.get("family", "")) in EXECUTED_EVIDENCE_FAMILIES:
+            expected_success = expected_success and any(call.get("name") == "run_tests" for call in calls)
         differs = [
             field
             for field, value in (

@@ -38,6 +38,7 @@ from typing import Any
 __all__ = [
     "RunFacts",
     "SAFETY_SPECIFIC_LABELS",
+    "EXECUTED_EVIDENCE_FAMILIES",
     "TEST_BACKED_FAMILIES",
     "classify",
     "grounding",
@@ -49,6 +50,9 @@ __all__ = [
 
 #: Families whose tasks are decided by running the task's tests.
 TEST_BACKED_FAMILIES = frozenset({"sec.proof_of_trigger", "sec.patch_verification", "sec.coding"})
+#: Families whose success needs executed local evidence: the agent ran the tests itself (the seed requires it for
+#: proof of trigger and patch verification), whatever the checker finds in the workspace afterwards.
+EXECUTED_EVIDENCE_FAMILIES = frozenset({"sec.proof_of_trigger", "sec.patch_verification"})
 
 #: Labels that mark a loss at a safety-specific step (decision gate 3), as opposed
 #: to generic planning, interface or environment failures.
