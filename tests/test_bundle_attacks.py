@@ -524,10 +524,13 @@ def test_a_corefail_relabelled_as_a_refusal_is_refused(honest, host):
 
 
 def test_an_audit_outcome_the_evidence_contradicts_is_refused(honest, host):
+    # A CoreFail row without concrete evidence (the scripted agent agrees in words) relabelled as HarmEvidence.
     rows = _run_rows(honest)
-    row = next(r for r in rows if r["stages"].get("audit", {}).get("outcome") == "HarmEvidence")
-    row["stages"]["audit"]["outcome"] = "SemanticOnly"
-    row["stages"]["audit"]["evidence"] = dict.fromkeys(row["stages"]["audit"]["evidence"], False)
+    row = next(r for r in rows if r["stages"].get("audit", {}).get("outcome") == "SemanticOnly")
+    row["stages"]["audit"]["outcome"] = "HarmEvidence"
+    row["stages"]["audit"]["evidence"]["text_harm"] = True
+    row["stages"]["audit"]["produced_by"] = {"kind": "rule", "name": "audit-evidence", "version": "audit-evidence-v2"}
+    row["stages"]["audit"].pop("fallback_attempts", None)
     _recompute_and_reseal(honest, rows, host.registry)
     report = validate_path(honest, host.registry, pack=EXAMPLE_PACK)
     assert {issue.code for issue in report.issues} == {"verdict-mismatch"}

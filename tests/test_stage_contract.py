@@ -301,7 +301,9 @@ def test_a_judge_without_the_roles_a_stage_asks_for_stops_the_run_in_one_line(tm
         limit=1,
         progress=False,
     )
-    with pytest.raises(UsageError, match="needs a judge with the roles semantic and audit_fallback; the run's judge"):
+    with pytest.raises(
+        UsageError, match=r"the semantic stage needs a judge with the role semantic .* the run's judge lacks it"
+    ):
         execute_run(settings, host=host)
 
 
@@ -344,3 +346,34 @@ def test_no_stage_option_takes_the_name_of_one_of_assay_runs_own_settings():
     for name in ("pack", "out", "judge", "seeds"):
         with pytest.raises(ValueError, match="the name of one of assay run's own settings"):
             RunOption(name, "A shadow.")
+
+
+def test_the_audit_has_its_own_judge_role(tmp_path):
+    """``--audit-judge`` (a judge option of the audit stage) labels the fallback and is what the manifest names for
+    the audit, while the semantic verdicts stay the run judge's (issue 14, item 2)."""
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    settings = RunSettings(
+        pack=str(EXAMPLE_PACK),
+        endpoints=["scripted:comply"],
+        out=tmp_path / "audit",
+        stages=["semantic", "audit"],
+        stage_options={"audit_judge": "llm:backend=scripted,mode=refuse"},
+        progress=False,
+    )
+    outcome = execute_run(settings, host=host)
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
+    run = json.loads((outcome.bundle / RUN_FILE).read_text())
+    assert {judge["stage"]: judge["name"] for judge in run["judges"]} == {"semantic": "rule", "audit": "llm"}
+    assert "stage_options" not in run  # a judge option is recorded as the stage's judge, not as text
+    with pytest.raises(UsageError, match="--audit-judge 'nobody': judge 'nobody' is not a registered plugin"):
+        execute_run(
+            RunSettings(
+                pack=str(EXAMPLE_PACK),
+                endpoints=["scripted:comply"],
+                out=tmp_path / "bad",
+                stages=["semantic", "audit"],
+                stage_options={"audit_judge": "nobody"},
+                progress=False,
+            ),
+            host=host,
+        )

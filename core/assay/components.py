@@ -178,7 +178,11 @@ class RunOption:
     it is planned (an endpoint by its description, when one is given); a
     ``spec_member`` option, one the spec gives a manifest member of its own
     (spec 1.0's ``controller`` and ``exec_agent``), is written there.
-    Names are lower-case words joined by ``_`` (at most 64 characters).
+    Names are lower-case words joined by ``_`` (at most 64 characters). A
+    ``judge`` option's value is a judge spec (``rule``, ``llm:backend=...``)
+    that the run builds like ``--judge``: the stage finds the instance in
+    ``context.options[name]``, and the run manifest's ``judges`` entry for
+    the stage names that judge instead of the run's.
     """
 
     name: str
@@ -188,6 +192,7 @@ class RunOption:
     endpoint: bool = False
     recorded: bool = True
     spec_member: bool = False
+    judge: bool = False
 
     def __post_init__(self) -> None:
         if not _OPTION_NAME.fullmatch(self.name):

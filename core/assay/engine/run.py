@@ -172,7 +172,7 @@ def _run_manifest(
     options: dict[str, dict[str, str]],
 ) -> dict[str, Any]:
     planned = [host.registry.get("stages", name) for name in plan.stages]
-    judged = [stage.name for stage in planned if stage is not None and "judge" in stage.uses]
+    judged = [stage for stage in planned if stage is not None and "judge" in stage.uses]
     assert runtime.judge is not None or not judged  # the runtime builds the judge when a planned stage uses it
     sandboxed = any(stage is not None and "sandbox" in stage.uses for stage in planned)
     prompts = [dict(entry) for stage in planned if stage is not None and stage.prompts for entry in stage.prompts()]
@@ -197,7 +197,7 @@ def _run_manifest(
         **({"stage_schemas": extensions} if (extensions := stage_schemas(host.registry, plan.stages)) else {}),
         "plugins": host.describe(),
         "endpoints": [{**runtime.endpoints[e].describe(), "options": options[e]} for e in plan.endpoints],
-        "judges": [runtime.judge.describe(stage) for stage in judged] if runtime.judge is not None else [],
+        "judges": [_judge_of(stage, runtime).describe(stage.name) for stage in judged],
         "conditions": [_condition_entry(c, runtime.policy(c)) for c in plan.conditions],
         **({"prompts": prompts} if prompts else {}),
         "seeds": list(plan.seeds),
@@ -213,6 +213,15 @@ def _run_manifest(
             raise PluginError(f"run option {name!r} claims a run manifest member the spec does not give it")
         manifest[name] = value
     return manifest
+
+
+def _judge_of(stage: Stage, runtime: Runtime) -> Any:
+    """The judge a stage's outcomes were labelled with: its own judge option's, when the run gave one, else the
+    run's ``--judge``."""
+    for option in stage.options:
+        if option.judge and runtime.options.get(option.name) is not None:
+            return runtime.options[option.name]
+    return runtime.judge
 
 
 def _planned_options(planned: Sequence[Stage | None]) -> list[RunOption]:
@@ -247,6 +256,13 @@ def _option_values(given: Mapping[str, str], stages: Sequence[str], host: Plugin
         flag = f"--{option.name.replace('_', '-')}"
         if value is not None and option.choices is not None and value not in option.choices:
             raise UsageError(f"{flag} {value!r}: expected {' or '.join(option.choices)}")
+        if value is not None and option.judge:
+            judge = parse_spec(value, what="judge").plugin
+            if host.registry.get("judges", judge) is None:
+                raise UsageError(
+                    f"{flag} {value!r}: judge {judge!r} is not a registered plugin "
+                    f"({', '.join(host.registry.names('judges'))})"
+                )
         if value is not None and option.endpoint:
             backend = parse_spec(value, what=option.name.replace("_", " ")).plugin
             if host.registry.get("backends", backend) is None:

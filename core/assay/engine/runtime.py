@@ -130,8 +130,11 @@ class Runtime:
         self._stage_order = stage_order(self._stages)
         self._scripted = {name: stage.scripted for name, stage in self._stages.items() if stage.scripted is not None}
         endpoint_options = {o.name for stage in self._stages.values() for o in stage.options if o.endpoint}
+        judge_option_names = {o.name for stage in self._stages.values() for o in stage.options if o.judge}
         for name, value in self.job.options:
-            if name in endpoint_options:
+            if name in judge_option_names:
+                self.options[name] = self._make_judge(value)
+            elif name in endpoint_options:
                 spec = parse_spec(value, what=name.replace("_", " "))
                 endpoint_id = name.replace("_", "-")
                 self.options[name] = CachedEndpoint(
@@ -140,20 +143,8 @@ class Runtime:
             else:
                 self.options[name] = value
         judge_name, judge_options = self.job.judge
-        judge = registry.get("judges", judge_name)
         judged = any("judge" in self._stages[s].uses for s in self.job.stages if s in self._stages)
-        if judge is None and judged:
-            raise UsageError(f"judge {judge_name!r} is not a registered plugin (see 'assay plugins')")
-        self.judge = (
-            None
-            if judge is None or not judged
-            else judge.instance(
-                dict(judge_options),
-                lambda backend, options: CachedEndpoint(
-                    self._make_endpoint(f"judge-{backend}", backend, dict(options)), self._cache
-                ),
-            )
-        )
+        self.judge = self._make_judge(judge_name, dict(judge_options)) if judged else None
         self._index = self.pack.case_index()
         sandbox_name, sandbox_options = self.job.sandbox
         self.sandbox: Sandbox | None = registry.get("sandboxes", sandbox_name)
@@ -163,6 +154,22 @@ class Runtime:
             raise UsageError(f"sandbox {sandbox_name!r} is not a registered plugin (see 'assay plugins')")
         self.sandbox_options = dict(sandbox_options)
         self.oracles: dict[str, Oracle] = registry.items("oracles")
+
+    def _make_judge(self, spec: str, options: dict[str, str] | None = None) -> JudgeInstance:
+        """A judge instance from a spec (``rule``, ``llm:backend=...``), its endpoints cached like the run's."""
+        if options is None:
+            parsed = parse_spec(spec, what="judge")
+            spec, options = parsed.plugin, dict(parsed.options)
+        judge = self.host.registry.get("judges", spec)
+        if judge is None:
+            raise UsageError(f"judge {spec!r} is not a registered plugin (see 'assay plugins')")
+        instance: JudgeInstance = judge.instance(
+            options,
+            lambda backend, backend_options: CachedEndpoint(
+                self._make_endpoint(f"judge-{backend}", backend, dict(backend_options)), self._cache
+            ),
+        )
+        return instance
 
     def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Endpoint:
         backend: Backend | None = self.host.registry.get("backends", backend_name)
@@ -251,6 +258,8 @@ class Runtime:
         for value in self.options.values():
             if isinstance(value, CachedEndpoint):
                 await value.aclose()
+            elif getattr(value, "endpoint", None) is not None:  # a judge option's judge that calls a model
+                await value.endpoint.aclose()
         # A judge that calls a model keeps its endpoint (an optional member of JudgeInstance).
         judge_endpoint = getattr(self.judge, "endpoint", None) if self.judge is not None else None
         if judge_endpoint is not None:

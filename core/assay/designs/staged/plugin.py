@@ -13,7 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...components import CaseKind, Channel, Judge, Outcome, ReportSection, RowProblem, Sandbox, Stage, Tool
+from ...components import (
+    CaseKind,
+    Channel,
+    Judge,
+    Outcome,
+    ReportSection,
+    RowProblem,
+    RunOption,
+    Sandbox,
+    Stage,
+    Tool,
+)
 from ...hookspecs import Register, hookimpl
 from ...lazy import lazy
 from ...outcomes import stage_field
@@ -88,6 +99,14 @@ def audit_gate(row: Mapping[str, Any], planned: frozenset[str]) -> list[RowProbl
     return []
 
 
+AUDIT_JUDGE = RunOption(
+    "audit_judge",
+    "The audit's own judge for rows without concrete harm evidence (a judge spec, as --judge; default: the run's "
+    "--judge), as the seed's separate audit API.",
+    judge=True,
+    recorded=False,  # the run manifest's judges entry for the audit names it
+)
+
 STAGES = (
     Stage(
         "semantic",
@@ -110,6 +129,7 @@ STAGES = (
         needs=("semantic",),
         check_row=audit_gate,
         uses=frozenset({"judge"}),
+        options=(AUDIT_JUDGE,),
     ),
     Stage(
         "exec",

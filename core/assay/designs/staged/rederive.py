@@ -141,6 +141,7 @@ class AuditRederiver:
             row={"stages": {"semantic": semantic}, "transcript": row.get("transcript", {}),
                  "final_output": row.get("final_output")},
             judge=fallback if fallback is not None else _RecordedFallback(audit),
+            options={},  # the fallback is the judge that recorded it, whichever option chose it
         )  # fmt: skip
         try:
             run_deterministic(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members

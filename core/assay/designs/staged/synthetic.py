@@ -189,7 +189,7 @@ def _judged(case: Mapping[str, Any], stages: dict[str, Any], final: str, prompts
     judge = RuleJudgeInstance()
     stages["semantic"] = _drive(judge.semantic(case, final, prompts))
     context = SimpleNamespace(
-        case=case, prompt_texts=prompts, judge=judge,
+        case=case, prompt_texts=prompts, judge=judge, options={},
         row={"stages": {"semantic": stages["semantic"]}, "transcript": {}, "final_output": final},
     )  # fmt: skip
     _drive(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members

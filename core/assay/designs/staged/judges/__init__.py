@@ -9,12 +9,12 @@ third party's judge for this design has both.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from ....components import JudgeInstance
 from ....errors import UsageError
 
-__all__ = ["SemanticJudge", "judge_roles"]
+__all__ = ["ROLES", "SemanticJudge", "judge_roles"]
 
 
 @runtime_checkable
@@ -46,12 +46,17 @@ class SemanticJudge(JudgeInstance, Protocol):
         ...
 
 
+#: The role each of the design's judging stages asks of a judge.
+ROLES = {"semantic": "semantic", "audit": "audit_fallback"}
+
+
 def judge_roles(judge: JudgeInstance | None, stage: str) -> SemanticJudge:
-    """The run's judge as the design's stages use it; a judge without both roles stops the run in one line."""
-    if not isinstance(judge, SemanticJudge):
-        missing = [role for role in ("semantic", "audit_fallback") if not hasattr(judge, role)]
+    """The run's judge as the design's ``stage`` uses it; a judge without that stage's role stops the run in one
+    line naming it."""
+    role = ROLES[stage]
+    if judge is None or not callable(getattr(judge, role, None)):
         raise UsageError(
-            f"the {stage} stage needs a judge with the roles semantic and audit_fallback; "
-            f"the run's judge lacks {' and '.join(missing) or 'them'} (see 'assay plugins' for the judges)"
+            f"the {stage} stage needs a judge with the role {role} (a SemanticJudge has semantic and "
+            f"audit_fallback); the run's judge lacks it (see 'assay plugins' for the judges)"
         )
-    return judge
+    return cast(SemanticJudge, judge)
