@@ -117,6 +117,11 @@ def compare_command(
         resamples=resamples,
         available=available,
         case_kinds=case_kinds(files, registry, pack_root),
+        # Never pool model families into one test: an endpoint's `family` option, else the endpoint is its own.
+        endpoint_families={
+            str(e.get("id")): str((e.get("options") or {}).get("family") or e.get("id"))
+            for e in files.run.get("endpoints", [])
+        },
     )
     result = replace(result, bundle=str(bundle), run_id=str(files.run.get("run_id")))
     analyses = [analysis for analysis in registry.items("analyses").values() if analysis.applies(files.rows)]

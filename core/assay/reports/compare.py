@@ -116,6 +116,7 @@ class Comparison:
     p_holm: float
     tasks: int = 0
     sign_perm_p: float | None = None
+    model_family: str = ""  # the model family of the pairs ("" when the bundle's endpoints name none, or one)
 
 
 @dataclass(frozen=True)
@@ -209,13 +210,16 @@ def compare_rows(
     confidence: float = 0.95,
     available: Sequence[Outcome],
     case_kinds: Mapping[str, str] | None = None,
+    endpoint_families: Mapping[str, str] | None = None,
 ) -> ComparisonResult:
     """Compare A with every B on each outcome that both rows of a pair carry.
 
     ``available`` are the outcomes that can be named (the registered ones,
     from ``register_outcomes``); ``case_kinds`` maps case ids to their kinds,
     so an outcome over some kinds of case pairs only those (a case of an
-    unknown kind is paired). Outcomes (default:
+    unknown kind is paired); ``endpoint_families`` maps endpoints to their
+    model families, and pairs of different families are never pooled into one
+    test (one comparison per family). Outcomes (default:
     all of them) with no paired rows are left out; when outcomes were named,
     those are listed in ``no_pairs``. The
     bootstrap of every comparison uses ``seed``, so the result is the same
@@ -264,36 +268,45 @@ def compare_rows(
                 if not found and outcomes:
                     no_pairs.append((str(b), outcome.name))
                 continue
-            both = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in keys]
-            pairs = [(x, y) for x, y in both if x is not None and y is not None]
-            if not pairs:
-                if outcomes:
-                    no_pairs.append((str(b), outcome.name))
-                continue
-            kept = [k for k in keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None]
-            xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
-            test = mcnemar_from_pairs(xs, ys)
-            boot = paired_bootstrap_diff(
-                [float(x) for x in xs], [float(y) for y in ys], n_resamples=resamples, confidence=confidence, seed=seed
-            )
-            # Task-blocked: one mean difference per task (case), so seeds of one task never count as independent.
-            blocks = task_blocked_differences(
-                [a_index[k]["key"]["case_id"] for k in kept], [float(x) for x in xs], [float(y) for y in ys]
-            )
-            permutation = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
-            pending.append(
-                (
-                    str(b),
-                    outcome.name,
-                    len(pairs),
-                    sum(xs) / len(xs),
-                    sum(ys) / len(ys),
-                    boot,
-                    test,
-                    len(blocks),
-                    permutation.p_value,
+            groups = _by_model_family(keys, a_index, b_index, endpoint_families or {})
+            for family, group_keys in groups:
+                both = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in group_keys]
+                pairs = [(x, y) for x, y in both if x is not None and y is not None]
+                if not pairs:
+                    if outcomes and len(groups) == 1:
+                        no_pairs.append((str(b), outcome.name))
+                    continue
+                kept = [
+                    k for k in group_keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None
+                ]
+                xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+                test = mcnemar_from_pairs(xs, ys)
+                boot = paired_bootstrap_diff(
+                    [float(x) for x in xs],
+                    [float(y) for y in ys],
+                    n_resamples=resamples,
+                    confidence=confidence,
+                    seed=seed,
                 )
-            )
+                # Task-blocked: one mean difference per task (case), so seeds of one task never count as independent.
+                blocks = task_blocked_differences(
+                    [a_index[k]["key"]["case_id"] for k in kept], [float(x) for x in xs], [float(y) for y in ys]
+                )
+                permutation = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
+                pending.append(
+                    (
+                        str(b),
+                        outcome.name,
+                        len(pairs),
+                        sum(xs) / len(xs),
+                        sum(ys) / len(ys),
+                        boot,
+                        test,
+                        len(blocks),
+                        permutation.p_value,
+                        family,
+                    )
+                )
     adjusted = holm_adjust([entry[6].p_value for entry in pending])
     comparisons = tuple(
         Comparison(
@@ -311,8 +324,11 @@ def compare_rows(
             p_holm,
             tasks,
             perm_p,
+            family,
         )
-        for (b, name, n, rate_a, rate_b, boot, test, tasks, perm_p), p_holm in zip(pending, adjusted, strict=True)
+        for (b, name, n, rate_a, rate_b, boot, test, tasks, perm_p, family), p_holm in zip(
+            pending, adjusted, strict=True
+        )
     )
     return ComparisonResult(
         str(a),
@@ -326,6 +342,31 @@ def compare_rows(
         tuple(no_pairs),
         scores=tuple(scores),
     )
+
+
+def _by_model_family(
+    keys: Sequence[tuple[Any, ...]],
+    a_index: Mapping[tuple[Any, ...], Row],
+    b_index: Mapping[tuple[Any, ...], Row],
+    families: Mapping[str, str],
+) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The pair keys by model family (an endpoint without one is its own family): one group of every key, labelled
+    "", when the endpoints name no family or all pairs share one; a pair whose A and B endpoints are of different
+    families is labelled "A-family vs B-family"."""
+    if not families:
+        return [("", list(keys))]
+
+    def family_of(row: Row) -> str:
+        endpoint = str(row["key"]["endpoint"])
+        return families.get(endpoint, endpoint)
+
+    groups: dict[str, list[tuple[Any, ...]]] = {}
+    for key in keys:
+        a, b = family_of(a_index[key]), family_of(b_index[key])
+        groups.setdefault(a if a == b else f"{a} vs {b}", []).append(key)
+    if len(groups) == 1:
+        return [("", list(keys))]
+    return sorted(groups.items())
 
 
 def _scores(

@@ -144,9 +144,11 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         ),
         numeric_from=1,
     )
+    by_family = any(c.model_family for c in result.comparisons)  # pairs of model families are never pooled
     tests = Table(
         (
             "B",
+            *(["model family"] if by_family else []),
             "outcome",
             "pairs",
             "rate A",
@@ -163,6 +165,7 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         tuple(
             (
                 c.b,
+                *([c.model_family] if by_family else []),
                 c.outcome,
                 str(c.pairs),
                 format_number(c.rate_a),
@@ -178,7 +181,7 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
             )
             for c in result.comparisons
         ),
-        numeric_from=2,
+        numeric_from=3 if by_family else 2,
     )
     blocks = [
         [f"# Paired comparison: A = {escape_markdown(result.a)}"],
