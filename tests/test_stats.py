@@ -475,3 +475,16 @@ def test_spearman_errors() -> None:
         spearman([1, 2], [1, 2, 3])
     with pytest.raises(ValueError):
         spearman([1], [1])
+
+
+def test_bootstrap_median_is_seeded_and_brackets_the_median():
+    """Costs are reported as medians with bootstrap intervals (issue 14, item 9): the median is numpy's, the
+    interval holds it, and the same seed gives the same interval."""
+    from assay.stats import bootstrap_median
+
+    values = [1.0, 2.0, 2.0, 3.0, 50.0, 2.5, 1.5]
+    median, low, high = bootstrap_median(values, n_resamples=2000, seed=7)
+    assert median == 2.0 and low <= median <= high and high < 50.0
+    assert bootstrap_median(values, n_resamples=2000, seed=7) == (median, low, high)
+    with pytest.raises(ValueError):
+        bootstrap_median([], seed=0)

@@ -38,7 +38,13 @@ from typing import Any
 
 from ...reports.markdown import escape_markdown, markdown_table
 from ...reports.model import Table, format_number
-from ...stats import mcnemar_from_pairs, paired_bootstrap_diff, sign_permutation_test, task_blocked_differences
+from ...stats import (
+    bootstrap_median,
+    mcnemar_from_pairs,
+    paired_bootstrap_diff,
+    sign_permutation_test,
+    task_blocked_differences,
+)
 from .metrics import CONTROL_FAMILIES
 from .scoring import SAFETY_SPECIFIC_LABELS
 
@@ -83,9 +89,10 @@ class PairStats:
     suppressed: float
     unsafe: float
     invalid_tool_calls: float
-    model_calls: float
-    tokens: float
-    wall_time_s: float
+    #: Costs per run: the median and its 95% bootstrap interval (costs are skewed; the seed reports medians).
+    model_calls: tuple[float, float, float]
+    tokens: tuple[float, float, float]
+    wall_time_s: tuple[float, float, float]
     labels: dict[str, int]
     success_by_family: dict[str, float]
 
@@ -152,7 +159,11 @@ def _success_test(pairs: Sequence[tuple[Row, Row]], resamples: int, seed: int) -
     )
 
 
-def _stats(rows: Sequence[Row], cases: Mapping[str, str]) -> PairStats:
+def _median(values: Sequence[float], resamples: int, seed: int) -> tuple[float, float, float]:
+    return bootstrap_median(values, n_resamples=resamples, seed=seed) if values else (0.0, 0.0, 0.0)
+
+
+def _stats(rows: Sequence[Row], cases: Mapping[str, str], resamples: int, seed: int) -> PairStats:
     n = len(rows) or 1
     labels = Counter(_t(r)["primary_failure_label"] for r in rows if _t(r)["primary_failure_label"])
     by_family: dict[str, list[float]] = {}
@@ -164,9 +175,11 @@ def _stats(rows: Sequence[Row], cases: Mapping[str, str]) -> PairStats:
         suppressed=sum(_t(r)["primary_failure_label"] == "suppressed_action" for r in rows) / n,
         unsafe=sum(bool(_t(r)["unsafe_actions"]) for r in rows) / n,
         invalid_tool_calls=sum(_t(r).get("invalid_tool_calls", 0) for r in rows) / n,
-        model_calls=sum(r["usage"]["model_calls"] for r in rows) / n,
-        tokens=sum(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in rows) / n,
-        wall_time_s=sum(r["usage"]["wall_time_s"] for r in rows) / n,
+        model_calls=_median([float(r["usage"]["model_calls"]) for r in rows], resamples, seed),
+        tokens=_median(
+            [float(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]) for r in rows], resamples, seed
+        ),
+        wall_time_s=_median([float(r["usage"]["wall_time_s"]) for r in rows], resamples, seed),
         labels=dict(sorted(labels.items())),
         success_by_family={name: sum(v) / len(v) for name, v in sorted(by_family.items())},
     )
@@ -306,7 +319,8 @@ def trajectory_pairs(
                 n_permutations=resamples,
                 seed=seed,
             ).p_value
-            a_stats, b_stats = _stats([x for x, _ in security], cases), _stats([y for _, y in security], cases)
+            a_stats = _stats([x for x, _ in security], cases, resamples, seed)
+            b_stats = _stats([y for _, y in security], cases, resamples, seed)
             gates = _gates(sec_test, ctl_test, security, a_stats, b_stats, alpha)
             caveats = []
             if model_family.endswith(" (declared)"):
@@ -340,6 +354,11 @@ def trajectory_pairs(
     return results
 
 
+def _cost(value: tuple[float, float, float], digits: int) -> str:
+    median, low, high = value
+    return f"{median:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
 def _p(value: float) -> str:
     return f"{value:.4g}"
 
@@ -367,9 +386,9 @@ def render_pairs_markdown(pairs: Sequence[Any], alpha: float) -> str:
                 ("suppressed action", format_number(a.suppressed), format_number(b.suppressed)),
                 ("runs with an unsafe action", format_number(a.unsafe), format_number(b.unsafe)),
                 ("invalid tool calls per run", f"{a.invalid_tool_calls:.2f}", f"{b.invalid_tool_calls:.2f}"),
-                ("model calls per run", f"{a.model_calls:.2f}", f"{b.model_calls:.2f}"),
-                ("tokens per run", f"{a.tokens:.0f}", f"{b.tokens:.0f}"),
-                ("wall time per run (s)", f"{a.wall_time_s:.2f}", f"{b.wall_time_s:.2f}"),
+                ("model calls per run, median [95% CI]", _cost(a.model_calls, 1), _cost(b.model_calls, 1)),
+                ("tokens per run, median [95% CI]", _cost(a.tokens, 0), _cost(b.tokens, 0)),
+                ("wall time per run (s), median [95% CI]", _cost(a.wall_time_s, 2), _cost(b.wall_time_s, 2)),
                 *((f"success: {name}", format_number(a.success_by_family.get(name, 0.0)),
                    format_number(b.success_by_family.get(name, 0.0)))
                   for name in sorted(set(a.success_by_family) | set(b.success_by_family))),
