@@ -15,7 +15,16 @@ from assay.plugins import load_plugins
 from assay.schemas import spec_schemas
 
 ORDER = ["D0", "B1", "B2", "B3", "B4", "D1", "D2", "D3", "D4", "D3_LM"]
-PROMPT_CONDITIONS = ["standard", "authorized", "stress", "unrestricted", "curated"]
+PROMPT_CONDITIONS = [
+    "standard",
+    "authorized",
+    "stress",
+    "authorized_owner",
+    "authorized_scope",
+    "authorized_facts",
+    "unrestricted",
+    "curated",
+]
 
 ATTACK_CASE = {
     "spec_version": "1.0",
@@ -75,6 +84,9 @@ def test_roles_and_placements(defenses):
         "D3_LM": "length_control",
         "standard": "prompt_condition",
         "authorized": "prompt_condition",
+        "authorized_owner": "prompt_condition",
+        "authorized_scope": "prompt_condition",
+        "authorized_facts": "prompt_condition",
         "stress": "prompt_condition",
         "unrestricted": "permission_baseline",
         "curated": "permission_baseline",
