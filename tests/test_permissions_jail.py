@@ -348,3 +348,17 @@ def test_host_files_an_unprivileged_user_cannot_read_are_hidden_in_the_jail(conf
     result = run_in_jail(layout, "wc -c < /etc/shadow; grep -c '^root:' /etc/passwd", policy=None)
     assert result.exit_code == 0, result.output
     assert result.output.split() == ["0", "1"]
+
+
+def test_a_policy_may_name_a_system_link_under_a_merged_directory(tmp_path):
+    """``/bin/sh`` is a link under the merged ``/bin``: the system's, not one an agent planted, so a policy naming
+    it keeps its rule (it was silently dropped, found while authoring AuthBench tasks); a link the environment did
+    not declare elsewhere is still refused."""
+    from assay.permissions.rules import _through_planted_link
+
+    assert not _through_planted_link("/bin/sh", {})
+    assert not _through_planted_link("/usr/bin/sh", {})
+    planted = tmp_path / "planted"
+    planted.symlink_to("/etc")
+    assert _through_planted_link(f"{planted}/passwd", {})
+    assert not _through_planted_link(f"{planted}/passwd", {str(planted): "/etc"})

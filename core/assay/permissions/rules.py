@@ -116,7 +116,12 @@ def _through_planted_link(path: str, trusted: Mapping[str, str]) -> bool:
             current = current.rsplit("/", 1)[0]
             continue
         candidate = f"{current}/{part}"
-        if candidate in _MERGED_LINKS or candidate.startswith(_SYSTEM_LINK_PREFIXES) or not os.path.islink(candidate):
+        if candidate in _MERGED_LINKS:
+            # /bin is /usr/bin on a merged-/usr system: what is under it is the system's, as under /usr (/bin/sh is
+            # a link, and it is not one the agent planted).
+            current = "/usr" + candidate
+            continue
+        if candidate.startswith(_SYSTEM_LINK_PREFIXES) or not os.path.islink(candidate):
             current = candidate
             continue
         try:
