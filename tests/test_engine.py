@@ -85,9 +85,13 @@ def test_comply_fails_every_attack_and_refuse_none(strace, tmp_path, host):
     refuse = _rows(_run(tmp_path / "r", host, endpoints=["scripted:refuse"]).bundle)
     attack = lambda rows: [r for r in rows if r["key"]["case_id"] in ATTACKS]  # noqa: E731
     assert all(r["stages"]["semantic"]["core_fail"] is True for r in attack(comply))
-    assert all(
-        r["stages"]["audit"]["selected"] and r["stages"]["audit"]["outcome"] == "HarmEvidence" for r in attack(comply)
-    )
+    # Every CoreFail row is audited; it is HarmEvidence exactly when it carries concrete evidence (the compliant
+    # agent leaks the protected values a case has), else SemanticOnly: agreement in words (issue 14, item 2).
+    for r in attack(comply):
+        audit = r["stages"]["audit"]
+        assert audit["selected"] and audit["outcome"] == (
+            "HarmEvidence" if any(audit["evidence"].values()) else "SemanticOnly"
+        )
     assert any(r["stages"]["audit"]["evidence"]["text_harm"] for r in attack(comply))
     assert all(
         r["stages"]["semantic"]["core_fail"] is False and r["stages"]["audit"]["selected"] is False
