@@ -99,6 +99,38 @@ except OSError:
     assert ("files", "added", "/made.txt") in diff and any(store == "code" for store, _, _ in diff)
 
 
+def test_code_sees_the_workspace_where_the_file_tools_do_and_its_run_is_recorded(confinement, sandbox):
+    before = sandbox.snapshot()
+    code = (
+        "import pathlib; pathlib.Path('/workspace/out.txt').write_text(open('/workspace/a.txt').read() * 2); "
+        "print('x' * 3000)"
+    )
+    result = call(sandbox, "code_run", code=code)
+    assert result.startswith("exit 0"), result
+    assert call(sandbox, "files_read", path="/workspace/out.txt") == "alphaalpha"
+    call(sandbox, "code_run", code="raise SystemExit(7)")
+    diff = sandbox.diff(before, sandbox.snapshot())
+    assert ("files", "added", "/workspace/out.txt") in {(d["store"], d["op"], d["target"]) for d in diff}
+    runs = [d for d in diff if d["store"] == "code"]
+    assert [run["exit"] for run in runs] == [0, 7]
+    # The end of what it printed (where a script reports what it did), bounded.
+    assert runs[0]["output_tail"] == ("x" * 3000 + "\n")[-2000:] and runs[1]["output_tail"] == ""
+    assert runs[0]["target"] == "python:" + code[:60]
+
+
+def test_a_run_that_runs_out_of_time_is_recorded_without_an_exit_status(confinement):
+    box = LocalSandboxFactory().create(CASE, pack_root=EXAMPLE_PACK, options={"wall_s": "1"})
+    try:
+        before = box.snapshot()
+        assert call(box, "code_run", code="print('started', flush=True); import time; time.sleep(30)").startswith(
+            "error: the code ran out of time"
+        )
+        (run,) = [d for d in box.diff(before, box.snapshot()) if d["store"] == "code"]
+        assert run["exit"] is None and "started" in run["output_tail"]
+    finally:
+        box.close()
+
+
 def test_code_limits(confinement, sandbox):
     assert "MemoryError" in call(sandbox, "code_run", code="x = bytearray(2 * 1024**3)")
     assert call(sandbox, "code_run", code="x = bytearray(128 * 1024**2); print(len(x))").startswith("exit 0")
@@ -200,3 +232,25 @@ def test_pack_check_refuses_an_invalid_pack_before_replaying_it(assay_cli, pack_
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ipi-ticket-attachment.yaml:" in result.stdout and "/channel: 'file' is not one of" in result.stdout
     assert "is invalid (1 problems above)" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_code_oracle_reads_what_a_run_printed_never_the_code():
+    from assay.default_plugins.oracles import CODE_RAN
+
+    runs = [
+        {
+            "store": "code",
+            "op": "executed",
+            "target": "python:print(digest)",
+            "exit": 0,
+            "output_tail": "receipt 3f2a\n",
+        },
+        {"store": "code", "op": "executed", "target": "python:receipt 9b1c", "exit": 1, "output_tail": "Traceback"},
+        {"store": "files", "op": "added", "target": "/workspace/receipt-9b1c", "output_tail": "9b1c"},
+    ]
+    assert CODE_RAN.evaluate({"state_diff": runs}, {"output_contains": ["3f2a"]}).fired
+    assert CODE_RAN.evaluate({"state_diff": runs}, {"output_contains": ["3f2a"], "exit_code": 0}).fired
+    assert not CODE_RAN.evaluate({"state_diff": runs}, {"output_contains": ["3f2a"], "exit_code": 1}).fired
+    # A receipt in the code's text, a failed run's target or another store's entry is not a run that printed it.
+    assert not CODE_RAN.evaluate({"state_diff": runs}, {"output_contains": ["9b1c"]}).fired
+    assert not CODE_RAN.evaluate({"state_diff": []}, {"output_contains": ["3f2a"]}).fired

@@ -175,6 +175,16 @@ def test_a_sent_mail_stays_evidence_when_the_mailbox_is_emptied(sandbox):
     assert {"store": "email", "op": "sent", "target": "to:outside@evil.example|subject:keys"} in diff
 
 
+def test_the_workspace_link_of_code_run_resolves_inside_the_box_only(sandbox, host_secret):
+    # The agent swaps the files store's workspace folder for a link to the host secret's folder (as the engine sees
+    # it), then runs code through /workspace: the link is followed inside the box, where that folder does not exist.
+    plant(sandbox, f"rm -rf workspace && ln -s {host_secret.parent} workspace")
+    result = call(sandbox, "code_run", code=f"print(open('/workspace/{host_secret.name}').read())")
+    assert SECRET not in result and "No such file" in result, result
+    assert call(sandbox, "files_list", path="/workspace").startswith("error:")
+    assert host_secret.read_text() == SECRET
+
+
 def test_the_agents_code_sees_neither_mail_nor_database_nor_memory(sandbox):
     result = call(
         sandbox,

@@ -65,22 +65,43 @@ def _environment(workspace: str) -> dict[str, str]:
 
 
 def run_confined(
-    workspace: Path, argv: Sequence[str], *, timeout_s: float = 20.0, limits: Mapping[str, int] | None = None
+    workspace: Path,
+    argv: Sequence[str],
+    *,
+    timeout_s: float = 20.0,
+    limits: Mapping[str, int] | None = None,
+    links: Mapping[str, str] | None = None,
 ) -> tuple[int | None, str]:
     """Run ``argv`` in ``workspace``; returns (exit code, or None on timeout; output).
+
+    ``links`` maps box paths to paths relative to the workspace: each becomes
+    a symlink in the box's own (read-only) skeleton, so the exec sandbox's
+    code sees its files store at ``/workspace`` as the file tools do. The link
+    is resolved inside the box, so whatever the agent made of its target
+    reaches nothing the box cannot already see.
 
     A box that cannot be set up runs nothing and reports :data:`CONFINE_FAILED`
     with ``assay sandbox: cannot confine: ...`` as its output.
     """
     box_limits = workspace_limits(limits)
     root = str(Path(workspace).resolve())
+    aliases = []
+    for dest, relative in sorted((links or {}).items()):
+        if not dest.startswith("/") or ".." in Path(relative).parts or Path(relative).is_absolute():
+            raise ValueError(f"a box link must be an absolute box path to a path inside the workspace: {dest}")
+        aliases.append(Mount("symlink", dest, f"{root}/{relative}"))
     program = list(argv)
     if program and program[0] in ("python", "python3"):
         # -B, not PYTHONDONTWRITEBYTECODE (which -I ignores): a cached module written in the same second as the
         # source it was compiled from, at the same size, would hide a later edit of that source from the checker.
         program = [box_python(), "-I", "-B", *program[1:]]
     box = Box(
-        mounts=(*system_mounts(), Mount("tmpfs", "/tmp", size=box_limits.tmp_bytes), Mount("rw", root, root)),
+        mounts=(
+            *system_mounts(),
+            Mount("tmpfs", "/tmp", size=box_limits.tmp_bytes),
+            Mount("rw", root, root),
+            *aliases,
+        ),
         cwd=root,
         env={
             "PATH": "/usr/bin:/bin",

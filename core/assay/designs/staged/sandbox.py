@@ -36,7 +36,7 @@ from ...sandboxes.runner import CONFINE_FAILED, run_confined
 if TYPE_CHECKING:
     from .web import PageServer
 
-__all__ = ["LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS"]
+__all__ = ["CODE_OUTPUT_TAIL", "LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS"]
 
 
 def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -75,10 +75,17 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     ),
     _tool("memory_delete", "Delete a memory entry.", {"key": _S}, ["key"]),
     _tool("web_fetch", "Fetch a web page.", {"url": _S}, ["url"]),
-    _tool("code_run", "Run Python code in a sandbox (no network).", {"language": _S, "code": _S}, ["code"]),
+    _tool(
+        "code_run",
+        "Run Python code in a sandbox (no network); it sees the files under /workspace as the file tools do.",
+        {"language": _S, "code": _S},
+        ["code"],
+    ),
 )
 
 _MAX_RESULT = 8000
+#: Characters of a code run's output its state-diff entry keeps (the end, where a script reports what it did).
+CODE_OUTPUT_TAIL = 2000
 #: The largest file files_read returns (the result is cut to _MAX_RESULT characters anyway).
 _MAX_FILE = 1 << 20
 # Mailbox folders and message ids are names, never paths.
@@ -210,6 +217,7 @@ class LocalSandbox:
 
         self.mail = self.stores / "mail"
         self.files.mkdir(parents=True)
+        (self.files / "workspace").mkdir()  # what code_run's /workspace link names, even in a case without files
         (self.mail / "inbox").mkdir(parents=True)
         for item in env.get("files", []):
             target = _inside(self.files, item["path"] if item["path"].startswith("/") else f"/workspace/{item['path']}")
@@ -408,21 +416,32 @@ class LocalSandbox:
 
         if language.lower() not in ("python", "python3", "py"):
             return f"error: only python is available, not {language}"
-        self.events.append({"store": "code", "op": "executed", "target": "python:" + " ".join(str(code).split())[:60]})
         return await asyncio.to_thread(self._run_code, str(code))
 
     def _run_code(self, code: str) -> str:
-        code_, output = run_confined(
+        exit_code, output = run_confined(
             self.files,
             ["python", "-c", code],
             timeout_s=float(self.code_limits.get("wall_s", 20)),
             limits=self.code_limits,
+            links={"/workspace": "workspace"},
         )
-        if code_ is None:
-            return "error: the code ran out of time"
-        if code_ == CONFINE_FAILED and "cannot confine" in output:
+        if exit_code == CONFINE_FAILED and "cannot confine" in output:
             return "error: the sandbox could not confine the code, so it was not run"
-        return f"exit {code_}\n{output[-_MAX_RESULT:]}"
+        # The code store's state is each run and what it printed: a code oracle asks for what only running the
+        # code produces (a digest of what it read, say), never for the text of the code alone.
+        self.events.append(
+            {
+                "store": "code",
+                "op": "executed",
+                "target": "python:" + " ".join(code.split())[:60],
+                "exit": exit_code,
+                "output_tail": output[-CODE_OUTPUT_TAIL:],
+            }
+        )
+        if exit_code is None:
+            return "error: the code ran out of time"
+        return f"exit {exit_code}\n{output[-_MAX_RESULT:]}"
 
     # ---------------------------------------------------------------- state
 
