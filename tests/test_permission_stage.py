@@ -295,6 +295,43 @@ def test_a_fixed_execution_agent_executes_for_every_policy_writer(strace, tmp_pa
     assert json.loads((outcome.bundle / "run.json").read_text())["exec_agent"]["model"]["name"] == "scripted:comply"
 
 
+@pytest.mark.parametrize("exec_agent", [None, "self"])
+def test_by_default_the_first_endpoint_executes_every_writers_policy(strace, tmp_path, exec_agent):
+    # Issue 14, item 11: the seed fixes one execution agent across policy writers, so that is the default: the
+    # run's first endpoint. "self" lets each writer execute its own policy, and the report says which it was.
+    from assay.plugins import load_plugins
+    from assay.reports import read_bundle, recompute, render_markdown
+
+    host = load_plugins()
+    outcome = execute_run(
+        RunSettings(
+            pack="example",
+            endpoints=["scripted:comply", "scripted:refuse"],
+            defenses=["D0"],
+            stages=["permission"],
+            out=tmp_path / "o",
+            progress=False,
+            stage_options={"exec_agent": exec_agent} if exec_agent else {},
+        ),
+        host=host,
+    )
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
+    manifest = json.loads((outcome.bundle / "run.json").read_text())
+    refused = _rows(outcome.bundle)["scripted-refuse", "D0"]
+    markdown = render_markdown(recompute(read_bundle(outcome.bundle), host.registry))
+    assert refused["policy"] is None
+    if exec_agent is None:
+        # The solving agent ran under the refusing writer's empty policy, and was denied.
+        assert manifest["exec_agent"]["model"]["name"] == "scripted:comply"
+        assert refused["dynamic"]["denials"] and refused["error_category"] == "write_insufficient"
+        assert "One fixed execution agent, scripted:comply, executed every policy" in markdown
+    else:
+        # The refusing writer executed its own policy: it finished at once, so nothing was ever denied.
+        assert "exec_agent" not in manifest
+        assert refused["dynamic"]["denials"] == []
+        assert "Each policy was executed by the endpoint that wrote it" in markdown
+
+
 def test_the_policy_agents_tools_see_the_jail_view_and_never_the_host(tmp_path):
     from assay.designs.permission.stage import _Explorer
 

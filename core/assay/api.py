@@ -44,6 +44,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .components import (
+    FIRST_ENDPOINT,
+    OWN_ENDPOINT,
     Analysis,
     AnalysisContext,
     Backend,
@@ -116,6 +118,7 @@ __all__ = [
     "Defense",
     "Endpoint",
     "Executor",
+    "FIRST_ENDPOINT",
     "Family",
     "Judge",
     "JudgeInstance",
@@ -125,6 +128,7 @@ __all__ = [
     "MetricSection",
     "MetricValue",
     "NotDeterministic",
+    "OWN_ENDPOINT",
     "Oracle",
     "OracleResult",
     "Outcome",

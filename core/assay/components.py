@@ -28,12 +28,14 @@ __all__ = [
     "Defense",
     "Endpoint",
     "Executor",
+    "FIRST_ENDPOINT",
     "Family",
     "Judge",
     "JudgeInstance",
     "Metric",
     "MetricContext",
     "MetricValue",
+    "OWN_ENDPOINT",
     "Oracle",
     "OracleResult",
     "Outcome",
@@ -165,6 +167,12 @@ class Stage:
             raise ValueError(f"stage {self.name!r}: uses {unknown[0]!r}, expected 'judge' or 'sandbox'")
 
 
+#: An endpoint run option's value meaning the run's first ``--endpoint`` (see :class:`RunOption`).
+FIRST_ENDPOINT = "first"
+#: An endpoint run option's value meaning no fixed endpoint: each item's own (see :class:`RunOption`).
+OWN_ENDPOINT = "self"
+
+
 @dataclass(frozen=True)
 class RunOption:
     """An option a stage adds to ``assay run`` (``--<name>`` with ``_`` as ``-``, and ``<name>`` in a run file).
@@ -173,7 +181,10 @@ class RunOption:
     limits the values; an ``endpoint`` option's value is a backend spec
     (``scripted:comply``, ``openai:...``) that the run builds into an
     endpoint, cached like the others, which the stage finds in
-    ``context.options[name]``. A ``recorded`` option's value is written to
+    ``context.options[name]``; two values of an endpoint option are not
+    specs: :data:`FIRST_ENDPOINT` (``first``) is the run's first
+    ``--endpoint``, one fixed agent for every item, and :data:`OWN_ENDPOINT`
+    (``self``) leaves the option unset, so each item's own endpoint acts. A ``recorded`` option's value is written to
     the run manifest's ``stage_options`` under its name when a stage that has
     it is planned (an endpoint by its description, when one is given); a
     ``spec_member`` option, one the spec gives a manifest member of its own

@@ -22,7 +22,7 @@ import orjson
 
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
-from ..components import Executor, MetricContext, RunCheck, RunOption, Stage
+from ..components import FIRST_ENDPOINT, OWN_ENDPOINT, Executor, MetricContext, RunCheck, RunOption, Stage
 from ..errors import PackError, PluginError, UsageError
 from ..executors.local import LocalExecutor
 from ..extensions import stage_schemas
@@ -242,10 +242,13 @@ def _condition_entry(condition: str, policy: Mapping[str, Any]) -> dict[str, Any
     return entry
 
 
-def _option_values(given: Mapping[str, str], stages: Sequence[str], host: PluginHost) -> dict[str, str | None]:
+def _option_values(
+    given: Mapping[str, str], stages: Sequence[str], host: PluginHost, endpoints: Sequence[str]
+) -> dict[str, str | None]:
     """The planned stages' run options with their values (given, else each option's default), checked: a value
     outside an option's choices, an endpoint option naming no registered backend, or an option no registered stage
-    has is a usage error."""
+    has is a usage error. An endpoint option's ``first`` is the run's first ``--endpoint`` (by its spec, so the
+    manifest records which), and ``self`` unsets it (each item's own endpoint)."""
     known = {option.name: option for stage in host.registry.items("stages").values() for option in stage.options}
     for name in given:
         if name not in known:
@@ -263,6 +266,10 @@ def _option_values(given: Mapping[str, str], stages: Sequence[str], host: Plugin
                     f"{flag} {value!r}: judge {judge!r} is not a registered plugin "
                     f"({', '.join(host.registry.names('judges'))})"
                 )
+        if option.endpoint and value == OWN_ENDPOINT:
+            value = None
+        elif option.endpoint and value == FIRST_ENDPOINT:
+            value = endpoints[0]
         if value is not None and option.endpoint:
             backend = parse_spec(value, what=option.name.replace("_", " ")).plugin
             if host.registry.get("backends", backend) is None:
@@ -305,7 +312,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
 
     index = pack.case_index()
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
-    option_values = _option_values(settings.stage_options, stages, host)
+    option_values = _option_values(settings.stage_options, stages, host, list(settings.endpoints))
     runnable: dict[str, str] = {}  # case id -> family
     excluded: dict[str, int] = {}  # family -> cases the chosen stages do not apply to
     for case_id, entry in index.items():

@@ -42,8 +42,10 @@ class ReportPanel:
 
     ``by_metric`` maps each metric name to its values; ``stages`` are the
     stages the bundle's rows carry; ``endpoints`` and ``conditions`` are in
-    the plan's order. A section shows numbers the metrics give, never its own
-    computation over rows, so its tables agree with the per-metric sections.
+    the plan's order; ``run`` is the bundle's run manifest, for the provenance
+    a section states beside its tables (which agent executed, say). A section
+    shows numbers the metrics give, never its own computation over rows, so
+    its tables agree with the per-metric sections.
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class ReportPanel:
         self.by_metric = by_metric
         self.scripted = scripted
         self.stages = {stage for row in data.bundle.rows for stage in row.get("stages", {})}
+        self.run: Mapping[str, Any] = data.bundle.run
         plan = data.bundle.run.get("plan", {})
         cells = [v.group for values in by_metric.values() for v in values]
         self.endpoints = _order(plan.get("endpoints", []), (g["endpoint"] for g in cells if "endpoint" in g))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...components import CaseKind, Defense, Family, Outcome, ReportSection, RunCheck, RunOption, Stage
+from ...components import FIRST_ENDPOINT, CaseKind, Defense, Family, Outcome, ReportSection, RunCheck, RunOption, Stage
 from ...errors import UsageError
 from ...hookspecs import Register, hookimpl
 from ...lazy import lazy
@@ -51,7 +51,10 @@ def _preflight(check: RunCheck) -> None:
 
 EXEC_AGENT = RunOption(
     "exec_agent",
-    "Backend spec of the one execution agent every policy is enforced on (default: each item's own endpoint).",
+    "Backend spec of the one execution agent every policy is enforced on. Default 'first': the run's first "
+    "--endpoint executes every writer's policy, so writers are compared on one executor, as the seed does; "
+    "'self': each item's own endpoint executes its policy.",
+    default=FIRST_ENDPOINT,
     endpoint=True,
     spec_member=True,  # spec 1.0 records it as the run manifest's own exec_agent
 )

@@ -374,7 +374,8 @@ async def run_permission(ctx: StageContext) -> None:
             outputs.append(result.output)
             return output, None
 
-        # The seed fixes the execution agent across policy writers (--exec-agent); by default it is the item's endpoint.
+        # The seed fixes the execution agent across policy writers: --exec-agent (default: the run's first endpoint);
+        # unset (--exec-agent self), the item's own endpoint executes.
         exec_messages, exec_calls, finished = await _agent_turns(
             ctx,
             _EXEC_SYSTEM,

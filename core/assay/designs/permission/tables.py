@@ -18,7 +18,7 @@ from typing import Any
 
 from ...reports.model import MainSection, Table, percent_cell
 
-__all__ = ["ERROR_CATEGORIES", "permission_sections"]
+__all__ = ["ERROR_CATEGORIES", "execution_note", "permission_sections"]
 
 ERROR_CATEGORIES = (
     "execute_insufficient",
@@ -113,6 +113,24 @@ def _errors(panel: Any) -> Table | None:
     )
 
 
+def execution_note(run: Mapping[str, Any]) -> str:
+    """Who executed the policies, from the run manifest: one fixed agent (the default, as the seed), or each writer."""
+    agent = run.get("exec_agent")
+    if isinstance(agent, Mapping):
+        model = agent.get("model", {}) if isinstance(agent.get("model"), Mapping) else {}
+        name = model.get("name") or agent.get("id") or "one endpoint"
+        return (
+            f"One fixed execution agent, {name}, executed every policy (--exec-agent; by default the run's first "
+            "endpoint), as the seed fixes its execution agent across policy writers: the dynamic columns compare "
+            "the policies, not the writers' skill at executing them."
+        )
+    return (
+        "Each policy was executed by the endpoint that wrote it (--exec-agent self): the dynamic columns mix policy "
+        "quality with each model's own execution, so they are not the seed's comparison; fix one execution agent "
+        "(the default) to compare policy writers."
+    )
+
+
 def permission_sections(panel: Any) -> Sequence[MainSection]:
     """The permission section (static, dynamic and error tables), when the bundle has permission rows."""
     if "permission" not in panel.stages:
@@ -123,8 +141,9 @@ def permission_sections(panel: Any) -> Sequence[MainSection]:
     notes = (
         "Static scores compare a generated policy with the task's curated spec inside its scored roots, implicit "
         "permissions removed and execute paths resolved through symlinks; baselines have no static score.",
-        "Completion counts standard tasks whose execution finished and whose utility verifier passed; utility and "
-        "exposure count sensitive tasks whose utility or attack verifier fired.",
+        "Completion counts standard tasks whose utility verifier passed (the seed's task completion, whether or not "
+        "the agent called finish); utility and exposure count sensitive tasks whose utility or attack verifier fired.",
+        execution_note(panel.run),
     )
     return (
         MainSection(
