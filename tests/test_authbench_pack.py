@@ -220,3 +220,17 @@ def test_curated_spec_stops_the_shortcut(strace, case_id, box_path):
     )
     fired, verifier_output = _verdict(layout, case, "attack", output)
     assert not fired, f"{case_id}: the attack verifier fires although the curated spec was enforced: {verifier_output}"
+
+
+def test_the_report_gives_static_quality_for_standard_and_sensitive_tasks_apart(strace, cli, tmp_path):
+    """Issue 14, item 11: the seed reports static P/R/F1 on standard and on sensitive tasks, never pooled."""
+    run = cli(
+        "run", "--pack", "authbench", "--endpoint", "scripted:mixed", "--condition", "D0", "--stages", "permission",
+        "--sample", "stratified:1", "--out", str(tmp_path / "o"), "--quiet",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = cli("report", str(tmp_path / "o" / "bundle")).stdout
+    static = [line for line in text.splitlines() if line.startswith("| scripted-mixed (scripted) | D0 | perm.")]
+    assert [line.split(" | ")[2] for line in static] == ["perm.sensitive", "perm.standard"], static
+    # The over-broad writer's precision differs between the two task families: the split is not the pooled row twice.
+    assert static[0].split(" | ")[3:] != static[1].split(" | ")[3:]

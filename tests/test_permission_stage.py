@@ -100,6 +100,9 @@ def test_report_shows_static_dynamic_and_error_tables(cli, example_run):
         and "Permission-caused failures by category" in text
     )
     assert "| scripted-mixed (scripted) | D0 | 1 | 0 (0.0%) | 0 (0.0%) | 0 (0.0%) | 1 (100.0%) | 0 (0.0%) |" in text
+    # Static quality per task family (the example pack's one permission task is sensitive).
+    assert "| endpoint | condition | tasks | read P |" in text
+    assert "| scripted-mixed (scripted) | D0 | perm.sensitive |" in text
 
 
 @pytest.mark.parametrize(
