@@ -413,6 +413,22 @@ def test_headline_rates_are_over_the_security_tasks_with_the_controls_apart(host
     ) == (2, 2)
     assert values["trajectory.mean_grounding"].value == 2.0 and values["trajectory.mean_grounding"].denominator == 2
     assert values["trajectory.refusal_rate"].value == 0.5 and values["trajectory.control_refusal_rate"].value == 0.0
+    # Per family, controls included: the seed's Table 4 gives its sanity and coding controls apart.
+    per_family = [
+        (v.group["family"], v.numerator, v.denominator)
+        for v in compute_metrics(rows, context, host.registry, ["trajectory.success_rate_by_family"])
+    ]
+    assert sorted(per_family) == [
+        ("sec.coding", 1, 1),
+        ("sec.localization", 0, 1),
+        ("sec.reachability", 1, 1),
+        ("sec.sanity", 1, 1),
+    ]
+    grounding = {
+        v.group["family"]: v.value
+        for v in compute_metrics(rows, context, host.registry, ["trajectory.mean_grounding_by_family"])
+    }
+    assert grounding == {"sec.localization": 1.0, "sec.reachability": 3.0, "sec.sanity": 5.0, "sec.coding": 5.0}
 
 
 def test_proof_and_verification_need_the_tests_run_by_the_agent(confinement, tmp_path):

@@ -55,6 +55,21 @@ METRICS: tuple[Metric, ...] = (
         hit=lambda row: _trajectory(row)["success"],
         family_in=_control,
     ),
+    RateMetric(
+        "trajectory.success_rate_by_family",
+        "End-to-end success per task family, controls included (the seed's per-category success and its sanity "
+        "and coding controls apart).",
+        "trajectory",
+        hit=lambda row: _trajectory(row)["success"],
+        by=("family",),
+    ),
+    MeanMetric(
+        "trajectory.mean_grounding_by_family",
+        "Mean five-point grounding score per task family, controls included.",
+        "trajectory",
+        value_of=lambda row: _trajectory(row)["grounding"]["score"],
+        by=("family",),
+    ),
     MeanMetric(
         "trajectory.mean_grounding",
         "Mean five-point grounding score on the security tasks.",
