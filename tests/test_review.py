@@ -82,6 +82,10 @@ def test_export_hides_the_answers_and_import_measures_agreement(strace, cli, tmp
     assert bob["success"]["agreement"] == 11 / 12 and bob["success"]["kappa"] < 1.0
     assert bob["grounding"]["within_one"] == 1.0 and bob["grounding"]["exact"] < 1.0
     assert "alice vs bob" in report["between_reviewers"]
+    # Each source's label counts (the seed's table 11): bob moved one packet to another label.
+    counts = report["label_counts"]
+    assert counts["alice"] == counts["original"] and sum(counts["bob"].values()) == 12
+    assert counts["bob"] != counts["original"]
     table = cli(
         "review",
         "import",
@@ -92,6 +96,7 @@ def test_export_hides_the_answers_and_import_measures_agreement(strace, cli, tmp
         str(tmp_path / "alice.json"),
     )
     assert "| alice vs original | 1.00 | 1.00 |" in table.stdout
+    assert "| label | original | alice |" in table.stdout
 
 
 def test_packets_do_not_reveal_the_condition_in_any_turn(tmp_path):

@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,12 @@ def agreement_report(
             "label": _agreement(truth["label"], view["label"]),
             "grounding": _grounding(truth["grounding"], view["grounding"]),
         }
+    # How often each reviewer (and the original) gives each label: two reviewers can agree on half the packets and
+    # still count the failure kinds very differently (the seed's table 11).
+    report["label_counts"] = {
+        name: dict(sorted(Counter(label for label in view["label"] if label is not None).items()))
+        for name, view in {"original": truth, **views}.items()
+    }
     names = sorted(views)
     for i, first in enumerate(names):
         for second in names[i + 1 :]:

@@ -83,3 +83,9 @@ def import_command(bundle: Path, key_path: Path, label_paths: tuple[Path, ...], 
                 f"{_fmt(m['label']['agreement'])} | {_fmt(m['label']['kappa'])} | {_fmt(m['grounding']['exact'])} "
                 f"| {_fmt(m['grounding']['within_one'])} | {_fmt(m['grounding']['spearman'])} |"
             )
+    counts = report["label_counts"]
+    labels = sorted({label for per_source in counts.values() for label in per_source})
+    click.echo(f"\n| label | {' | '.join(counts)} |")
+    click.echo(f"|---|{'---:|' * len(counts)}")
+    for label in labels:
+        click.echo(f"| {label} | {' | '.join(str(per_source.get(label, 0)) for per_source in counts.values())} |")
