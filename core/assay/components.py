@@ -57,8 +57,9 @@ _OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 RUN_SETTINGS = frozenset(
     {
         "concurrency", "context_window", "defenses", "endpoints", "epochs", "executor", "help", "judge", "limit",
-        "max_model_calls", "max_tokens", "out", "pack", "quiet", "resume", "run_file", "sample", "sample_seed",
-        "sandbox", "save_path", "seeds", "stages", "temperature", "wall_time",
+        "max_error_rate", "max_model_calls", "max_tokens", "no_preflight", "out", "pack", "quiet", "resume",
+        "retry_errors", "run_file", "sample", "sample_seed", "sandbox", "save_path", "seeds", "stages",
+        "temperature", "wall_time",
     }
 )  # fmt: skip
 _State = TypeVar("_State")  # a sandbox's own snapshot type (see SandboxInstance)
@@ -214,13 +215,15 @@ class RunOption:
 
 @dataclass(frozen=True)
 class PackCheck:
-    """What a stage's ``check_pack`` gets: the pack, the plugin host (to build a run's runtime), the sandbox spec
-    and how many cases may be in flight."""
+    """What a stage's ``check_pack`` gets: the pack, the plugin host (to build a run's runtime), the sandbox spec,
+    how many cases may be in flight, and the display of a long check: ``progress.grow(n)`` when the stage knows
+    it has ``n`` items to do, ``progress.advance()`` as each ends (None: nothing to show)."""
 
     pack: Any
     host: Any
     sandbox: str = "local"
     concurrency: int = 8
+    progress: Any = None
 
 
 @dataclass(frozen=True)
@@ -362,6 +365,10 @@ class Outcome:
     apply to the row (its stage is absent, say); such rows are not paired.
     ``kinds`` (optional) are the case kinds it is over, as for the metric of
     the same outcome (an attack outcome leaves the benign companions out).
+    A ``utility`` outcome says the task got done (benign utility, success):
+    a run, its report and the validator warn when it is near zero for an
+    endpoint under a condition, since a model that answers nothing useful
+    otherwise looks safe (see :mod:`assay.health`).
     """
 
     name: str
@@ -369,6 +376,7 @@ class Outcome:
     of: Callable[[Mapping[str, Any]], Any] = field(repr=False)
     scale: str = "binary"
     kinds: tuple[str, ...] = ()
+    utility: bool = False
 
     def __post_init__(self) -> None:
         if self.scale not in ("binary", "score"):

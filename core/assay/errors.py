@@ -19,6 +19,9 @@ otherwise); library code raises them and never prints::
     │   ├── LandlockError           a Landlock call failed (also an OSError, with its errno)
     │   └── StraceNotFound          tracing was asked for and strace is not installed
     ├── BackendError                a model call failed for good, after its retry budget
+    ├── PreflightError              an endpoint failed its request before the run; nothing was written
+    ├── RunHealthError              a finished run has too many error rows (its bundle is kept)
+    ├── RunLocked                   another process is running in the same --out (exit 2)
     └── TransportError              one HTTP attempt failed; backends retry these
         ├── TransportTimeout        the attempt timed out
         └── TransportFailure        the connection failed or the response was cut short
@@ -42,6 +45,9 @@ __all__ = [
     "LandlockUnavailable",
     "PackError",
     "PluginError",
+    "PreflightError",
+    "RunHealthError",
+    "RunLocked",
     "SpecError",
     "StraceNotFound",
     "TransportError",
@@ -148,3 +154,21 @@ class TransportTimeout(TransportError):
 
 class TransportFailure(TransportError):
     """The connection failed or the response was cut short."""
+
+
+class PreflightError(AssayError):
+    """An endpoint failed the one request sent before a run (a refused connection, a 404, a bad body)."""
+
+
+class RunHealthError(AssayError):
+    """A run finished, but more of an endpoint's rows are error rows than ``--max-error-rate`` allows.
+
+    The bundle is sealed and kept (the rows are a faithful record); the run
+    exits non-zero so that no script mistakes it for a measurement.
+    """
+
+
+class RunLocked(AssayError):
+    """Another process holds the run directory: two runs in one ``--out`` would pay for every call twice."""
+
+    exit_code = 2

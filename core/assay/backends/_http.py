@@ -20,6 +20,13 @@ __all__ = ["AiohttpTransport", "HttpReply", "HttpxTransport", "TransportFailure"
 _CONNECTIONS_PER_HTTPX_CLIENT = 8
 
 
+def _cause(exc: BaseException) -> str:
+    """The error's type and its own words ("ClientConnectorError: Cannot connect to host 127.0.0.1:9 ..."): the
+    type alone hides the host and the reason a user needs to fix it."""
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class HttpReply(NamedTuple):
     """Status, headers (lower-case names) and body of one response."""
 
@@ -53,7 +60,7 @@ class AiohttpTransport:
         except TimeoutError as exc:
             raise TransportTimeout(str(exc) or "timeout") from None
         except self._aiohttp.ClientError as exc:
-            raise TransportFailure(type(exc).__name__) from None
+            raise TransportFailure(_cause(exc)) from None
 
     async def aclose(self) -> None:
         """Close the session and its connections."""
@@ -98,7 +105,7 @@ class HttpxTransport:
         except self._httpx.TimeoutException as exc:
             raise TransportTimeout(str(exc) or "timeout") from None
         except self._httpx.TransportError as exc:
-            raise TransportFailure(type(exc).__name__) from None
+            raise TransportFailure(_cause(exc)) from None
         finally:
             self._slots.put_nowait(slot)
 

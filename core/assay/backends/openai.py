@@ -59,6 +59,12 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _head(reply: Any) -> str:
+    """The start of a response body, on one line (what a server says when it refuses)."""
+    text = " ".join(reply.body[:200].decode("utf-8", "replace").split())
+    return text or "(empty body)"
+
+
 def _float(options: Mapping[str, str], key: str, default: float) -> float:
     try:
         return float(options.get(key, default))
@@ -130,6 +136,9 @@ class OpenAIEndpoint:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """POST chat/completions with retries; raises BackendError when the budget is spent."""
+        return await self._complete(request, self.retries)
+
+    async def _complete(self, request: ChatRequest, retries: int) -> ChatResponse:
         import asyncio
 
         transport = self._ensure()
@@ -143,7 +152,7 @@ class OpenAIEndpoint:
         content = jsontext.dumps(body)
         rng = random.Random(zlib.crc32(content))  # jitter only shapes timing, never results
         last = "no attempt"
-        for attempt in range(self.retries + 1):
+        for attempt in range(retries + 1):
             retry_after = None
             async with self._limit:  # type: ignore[union-attr]
                 started = time.perf_counter()
@@ -159,20 +168,42 @@ class OpenAIEndpoint:
                         try:
                             return self._parse(orjson.loads(reply.body), latency, attempt + 1)
                         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-                            last = f"malformed response body ({type(exc).__name__})"
+                            last = f"malformed response body from {self.url} ({type(exc).__name__}: {_head(reply)})"
                     elif reply.status in _RETRY_STATUS:
-                        last = f"HTTP {reply.status}"
+                        last = f"HTTP {reply.status} from {self.url}"
                         retry_after = retry_after_seconds(reply.headers.get("retry-after"))
                     else:
-                        text = reply.body[:200].decode("utf-8", "replace")
                         raise BackendError(
-                            f"HTTP {reply.status}: {text}", kind=f"http_{reply.status}", attempts=attempt + 1
+                            f"HTTP {reply.status} from {self.url}: {_head(reply)}{self.hint(reply.status)}",
+                            kind=f"http_{reply.status}",
+                            attempts=attempt + 1,
                         )
-            if attempt < self.retries:
+            if attempt < retries:
                 await asyncio.sleep(self._delay(attempt, retry_after, rng))
         raise BackendError(
-            f"{last} (gave up after {self.retries + 1} attempts)", kind="retries_exhausted", attempts=self.retries + 1
+            f"{last} (gave up after {retries + 1} attempts)", kind="retries_exhausted", attempts=retries + 1
         )
+
+    @property
+    def url(self) -> str:
+        """The URL requests go to."""
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def hint(self, status: int) -> str:
+        """The likely fix for an HTTP status, as a clause ("" when there is none to guess)."""
+        if status == 404 and not self.base_url.rstrip("/").endswith("/v1"):
+            return " (missing /v1? OpenAI-compatible servers serve chat/completions under it)"
+        if status == 404:
+            return " (is base_url the server's OpenAI-compatible root, and the model name one it serves?)"
+        if status in (401, 403):
+            return " (check the API key: api_key_env names the environment variable holding it)"
+        return ""
+
+    async def preflight(self) -> None:
+        """One small request before a run: BackendError (one line, with the URL, the status and the likely fix)
+        when the endpoint cannot answer, so a run never spends its whole plan learning that."""
+        request = ChatRequest(({"role": "user", "content": "ping"},), max_tokens=1, context={"preflight": True})
+        await self._complete(request, min(self.retries, 1))  # a dead endpoint is told in seconds, not minutes
 
     @staticmethod
     def _parse(data: Any, latency: float, attempts: int) -> ChatResponse:

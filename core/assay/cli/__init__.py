@@ -80,12 +80,24 @@ def describe_os_error(exc: OSError) -> str:
     return f"{' -> '.join(os.fsdecode(name) for name in names)}: {reason}" if names else reason
 
 
+def interrupted(args: list[str]) -> str:
+    """What to say on Ctrl-C: for ``assay run``, the exact command that resumes it (the finished rows are kept)."""
+    import shlex
+
+    words = [arg for arg in args if arg != "--traceback"]
+    if words[:1] != ["run"]:
+        return "assay: interrupted"
+    resume = words if "--resume" in words else [*words, "--resume"]
+    return f"assay: interrupted; the finished rows are kept, resume with: {shlex.join(['assay', *resume])}"
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Entry point of the ``assay`` script; returns the process exit code.
 
     Every error a user can cause ends here as one line on stderr and an exit
     status: 2 for usage errors, 1 for invalid input or a failed check (each
-    :class:`~assay.errors.AssayError` says its own, ``exit_code``). Operating-
+    :class:`~assay.errors.AssayError` says its own, ``exit_code``), 130 for
+    Ctrl-C (with the command that resumes an interrupted run). Operating-
     system errors (a missing or unreadable file, a full disk) are reported the
     same way. ``--traceback`` (or ``ASSAY_TRACEBACK=1``) re-raises instead.
     """
@@ -94,9 +106,9 @@ def main(argv: list[str] | None = None) -> Any:
         return cli.main(args=args, prog_name="assay", standalone_mode=False) or 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("assay: aborted", err=True)
-        return 1
+    except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+        click.echo(interrupted(args), err=True)
+        return 130
     except click.UsageError as exc:
         click.echo(f"assay: usage: {one_line(exc.format_message())}", err=True)
         return 2

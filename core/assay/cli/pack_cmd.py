@@ -63,7 +63,16 @@ def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int)
         raise click.ClickException(
             f"pack {target.name} is invalid ({len(report.issues)} problems above): fix them, then check again"
         )
-    result = check_pack(target, host, sandbox=sandbox, concurrency=concurrency)
+    import sys
+
+    from ..engine.progress import Progress
+
+    # On a terminal only: a check of a large pack takes minutes, and a silent one looks hung.
+    progress = Progress(0, enabled=sys.stderr.isatty(), label=f"assay pack check {target.name}")
+    try:
+        result = check_pack(target, host, sandbox=sandbox, concurrency=concurrency, progress=progress)
+    finally:
+        progress.close()
     for failure in result.failures:
         click.echo(failure)
     verdict = "passed" if result.ok else f"FAILED ({len(result.failures)} problems)"

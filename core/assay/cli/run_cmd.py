@@ -15,7 +15,7 @@ from . import get_host
 _FILE_KEYS = {
     "pack", "endpoints", "defenses", "seeds", "stages", "judge", "out", "limit", "sample", "sample_seed",
     "concurrency", "executor", "epochs", "max_tokens", "temperature", "sandbox",
-    "max_model_calls", "wall_time", "context_window",
+    "max_model_calls", "wall_time", "context_window", "max_error_rate",
 }  # fmt: skip
 
 
@@ -116,10 +116,10 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Output folder (bundle/, bundle.zip, state/)."
 )
-@click.option("--limit", type=int, help="Only the first N cases (in id order).")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N cases (in id order).")
 @click.option("--sample", help="stratified:N (N cases per family) or limit:N.")
-@click.option("--sample-seed", type=int, help="Seed of the stratified draw (recorded; default 0).")
-@click.option("--concurrency", type=int, help="Work items in flight (default 16).")
+@click.option("--sample-seed", type=click.IntRange(min=0), help="Seed of the stratified draw (recorded; default 0).")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Work items in flight (default 16).")
 @click.option("--executor", help="Executor spec: local (default) or ray[:address=...,batch=N].")
 @click.option("--sandbox", help="Sandbox spec for the stages that use one (default local).")
 @click.option(
@@ -137,9 +137,24 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
     type=click.IntRange(min=1),
     help="Agent-loop context policy: keep the task and the last N exchanges (default: full context).",
 )
-@click.option("--epochs", type=int, help="Repetitions of every item (default 1).")
-@click.option("--max-tokens", type=int, help="Completion token budget per call (default 256).")
+@click.option("--epochs", type=click.IntRange(min=1), help="Repetitions of every item (default 1).")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion token budget per call (default 256).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="With --resume: run the work items whose rows are error rows again (what succeeded is cached).",
+)
+@click.option(
+    "--no-preflight",
+    is_flag=True,
+    help="Do not send each endpoint one request before the run (it stops a dead endpoint in seconds).",
+)
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(min=0, max=1),
+    help="Share of an endpoint's rows that may be error rows; beyond it the run exits 1 (default 0.1).",
+)
 @click.option(
     "--save",
     "save_path",
@@ -156,6 +171,7 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
     options win.
     """
     from ..engine.run import RunSettings, execute_run
+    from ..health import DEFAULT_MAX_ERROR_RATE
 
     stage_options = _stage_options(ctx)
     data = _from_file(run_file, stage_options) if run_file else {}
@@ -163,6 +179,7 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         "pack",
         "judge",
         "out",
+        "max_error_rate",
         "limit",
         "sample",
         "sample_seed",
@@ -203,14 +220,14 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         seeds=[int(s) for s in data.get("seeds") or [0]],
         stages=data.get("stages"),
         judge=str(data.get("judge") or "rule"),
-        limit=data.get("limit"),
+        limit=_maybe_whole(data, "limit"),
         sample=data.get("sample"),
-        sample_seed=int(data.get("sample_seed") or 0),
-        concurrency=int(data.get("concurrency") or 16),
+        sample_seed=_whole(data, "sample_seed", 0),
+        concurrency=_whole(data, "concurrency", 16),
         resume=options["resume"],
         executor=str(data.get("executor") or "local"),
-        epochs=int(data.get("epochs") or 1),
-        max_tokens=int(data.get("max_tokens") or 256),
+        epochs=_whole(data, "epochs", 1),
+        max_tokens=_whole(data, "max_tokens", 256),
         temperature=float(data.get("temperature") or 0.0),
         progress=not options["quiet"],
         sandbox=str(data.get("sandbox") or "local"),
@@ -218,6 +235,9 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         wall_time_s=float(data["wall_time"]) if data.get("wall_time") else None,
         context_window=int(data["context_window"]) if data.get("context_window") else None,
         stage_options={name: str(data[name]) for name in stage_options if data.get(name) is not None},
+        preflight=not options["no_preflight"],
+        max_error_rate=_share(data.get("max_error_rate"), DEFAULT_MAX_ERROR_RATE),
+        retry_errors=options["retry_errors"],
     )
     outcome = execute_run(settings, host=get_host(ctx))
     for issue in outcome.report.ordered():
@@ -226,9 +246,52 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         skipped = ", ".join(f"{n} {family}" for family, n in sorted(outcome.excluded_cases.items()))
         click.echo(f"note: cases with no stage in this run were left out: {skipped}", err=True)
     verdict = "valid" if outcome.report.ok else "INVALID"
+    retried = f", {outcome.retried_rows} retried" if outcome.retried_rows else ""
     click.echo(
         f"bundle: {outcome.bundle} ({outcome.rows} rows, {outcome.error_rows} error rows, "
-        f"{outcome.resumed_rows} resumed; {verdict})"
+        f"{outcome.resumed_rows} resumed{retried}; {verdict})"
     )
     click.echo(f"archive: {outcome.archive}")
+    for warning in outcome.warnings:
+        if warning not in outcome.failures:
+            click.echo(f"warning: {warning}", err=True)
+    if outcome.failures:
+        # The bundle is a faithful record and stays; the exit status says it measured too little to use.
+        click.echo(f"assay: error: {outcome.failures[0]}", err=True)
+        click.echo(
+            "assay: the run failed its error-rate check; fix the endpoint, then run the same command with "
+            "--resume --retry-errors",
+            err=True,
+        )
+        ctx.exit(1)
     ctx.exit(0 if outcome.report.ok else 1)
+
+
+def _whole(data: dict[str, Any], key: str, default: int) -> int:
+    """A whole-number setting (option or run file); a value that is not one is a usage error, never replaced."""
+    value = data.get(key)
+    if value is None:
+        return default
+    return _as_whole(key, value)
+
+
+def _maybe_whole(data: dict[str, Any], key: str) -> int | None:
+    """As :func:`_whole`, for a setting that may be absent."""
+    value = data.get(key)
+    return None if value is None else _as_whole(key, value)
+
+
+def _as_whole(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().lstrip("-").isdigit():
+        raise UsageError(f"{key.replace('_', '-')} {value!r}: expected a whole number")
+    return int(value)
+
+
+def _share(value: Any, default: float) -> float:
+    """A share between 0 and 1 (option or run file)."""
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"max-error-rate {value!r}: expected a share between 0 and 1") from None

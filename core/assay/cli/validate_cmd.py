@@ -38,10 +38,8 @@ def validate_command(
     Each problem is one line, FILE:LINE: /json/pointer: message, most relevant
     first. Exit 0 when everything is valid, 1 when anything is not.
     """
-    from ..validate import validate_path
-
     registry = get_host(ctx).registry
-    reports = [validate_path(path, registry, pack=pack, schema=schema, replay=replay) for path in paths]
+    reports = [_validate(path, registry, pack, schema, replay) for path in paths]
     if as_json:
         click.echo(
             json.dumps({"valid": all(r.ok for r in reports), "reports": [r.to_json() for r in reports]}, indent=2)
@@ -54,6 +52,8 @@ def validate_command(
                 click.echo(f"warning: {warning.format()}", err=True)
             if report.ok:
                 click.echo(f"{report.target}: valid {report.kind}{_summary(report.facts)}", err=True)
+                for warning in report.facts.get("health_warnings") or ():
+                    click.echo(f"{report.target}: warning: {warning}", err=True)
             else:
                 count = len(report.issues)
                 click.echo(
@@ -83,3 +83,19 @@ def _summary(facts: dict[str, Any]) -> str:
     if "signer" in facts:
         parts.append(f"signed by key {facts['signer']}" if facts["signer"] else "unsigned")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _validate(path: Path, registry: Any, pack: Path | None, schema: str | None, replay: bool) -> Any:
+    """One path validated; on a terminal a spinner says what is being checked (a large bundle, replayed, takes
+    minutes, and a silent command looks hung)."""
+    import sys
+
+    from ..validate import validate_path
+
+    if not sys.stderr.isatty():
+        return validate_path(path, registry, pack=pack, schema=schema, replay=replay)
+    from rich.console import Console
+
+    what = "validating and replaying" if replay else "validating"
+    with Console(stderr=True).status(f"assay validate: {what} {path} ..."):
+        return validate_path(path, registry, pack=pack, schema=schema, replay=replay)

@@ -9,6 +9,7 @@ list, and gathers what they found.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..components import PackCheck
 from ..packs import Pack
@@ -31,8 +32,13 @@ class CheckResult:
         return not self.failures
 
 
-def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurrency: int = 8) -> CheckResult:
-    """Run every registered stage's ``check_pack`` that the pack's families list, in stage order."""
+def check_pack(
+    pack: Pack, host: PluginHost, *, sandbox: str = "local", concurrency: int = 8, progress: Any = None
+) -> CheckResult:
+    """Run every registered stage's ``check_pack`` that the pack's families list, in stage order.
+
+    ``progress`` (an :class:`assay.engine.progress.Progress`, say) is handed to each stage's check.
+    """
     from .stages import stage_order
 
     stages = host.registry.items("stages")
@@ -47,7 +53,7 @@ def check_pack(pack: Pack, host: PluginHost, *, sandbox: str = "local", concurre
         stage = stages[name]
         if name not in listed or stage.check_pack is None:
             continue
-        found = stage.check_pack(PackCheck(pack, host, sandbox, concurrency))
+        found = stage.check_pack(PackCheck(pack, host, sandbox, concurrency, progress))
         checked.update(found.checked)
         for label, count in found.counts.items():
             result.counts[label] = result.counts.get(label, 0) + count

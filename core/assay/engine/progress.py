@@ -20,8 +20,10 @@ class Progress:
         stream: IO[str] | None = None,
         interval_s: float = 10.0,
         enabled: bool = True,
+        label: str = "assay run",
     ) -> None:
         self.total, self.done, self.errors = total, done, 0
+        self.label = label
         self.stream = stream or sys.stderr
         self.interval_s = interval_s
         self.enabled = enabled
@@ -34,7 +36,7 @@ class Progress:
             from rich.progress import Progress as RichProgress
 
             self._rich = RichProgress(
-                TextColumn("[bold]assay run"),
+                TextColumn(f"[bold]{label}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[rate]}"),
@@ -45,7 +47,7 @@ class Progress:
             self._task = self._rich.add_task("run", total=total, completed=done, rate="", errors=0)
             self._rich.start()
         elif enabled:
-            print(f"assay run: {done}/{total} items to start with", file=self.stream, flush=True)
+            print(f"{label}: {done}/{total} items to start with", file=self.stream, flush=True)
 
     def _rate(self) -> float:
         elapsed = time.monotonic() - self._start
@@ -66,10 +68,16 @@ class Progress:
             rate = self._rate()
             eta = (self.total - self.done) / rate if rate > 0 else float("nan")
             print(
-                f"assay run: {self.done}/{self.total} items, {rate:.1f}/s, ETA {eta:.0f} s, {self.errors} errors",
+                f"{self.label}: {self.done}/{self.total} items, {rate:.1f}/s, ETA {eta:.0f} s, {self.errors} errors",
                 file=self.stream,
                 flush=True,
             )
+
+    def grow(self, items: int) -> None:
+        """``items`` more to do (a command whose parts learn their sizes as they start)."""
+        self.total += items
+        if self._rich is not None:
+            self._rich.update(self._task, total=self.total)
 
     def close(self) -> None:
         """Stop the display."""

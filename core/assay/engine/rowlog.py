@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from ..bundle import dump_row
+from ..bundle import dump_row, write_bytes_atomic
 
-__all__ = ["RowLog"]
+__all__ = ["RowLog", "drop_error_rows"]
 
 
 class RowLog:
@@ -77,3 +77,26 @@ class RowLog:
         self._syncer.shutdown(wait=True)
         os.fsync(self._fd)
         os.close(self._fd)
+
+
+def drop_error_rows(path: Path) -> int:
+    """Remove the rows with errors from a row log (atomically), so a resumed run does those work items again.
+
+    Returns how many were removed. The rest stay byte for byte, in their order;
+    a partial last line (a killed writer) goes with them, as :class:`RowLog`
+    would drop it. The model calls that succeeded inside a dropped row are in
+    the response cache, so running its item again pays only for what failed.
+    """
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    complete, _, _ = data.rpartition(b"\n")
+    kept, dropped = [], 0
+    for line in complete.split(b"\n") if complete else []:
+        if orjson.loads(line).get("errors"):
+            dropped += 1
+        else:
+            kept.append(line + b"\n")
+    if dropped:
+        write_bytes_atomic(path, b"".join(kept))
+    return dropped

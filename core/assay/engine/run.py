@@ -4,7 +4,13 @@ Layout of ``--out DIR``::
 
     DIR/bundle/        the sealed bundle (bundle.json, run.json, rows.jsonl, metrics.json)
     DIR/bundle.zip     the same, zipped reproducibly
-    DIR/state/         run identity, the row log and the response cache (what --resume needs)
+    DIR/state/         run identity, the row log and the response cache (what --resume needs), and
+                       the lock that keeps a second run out of DIR while this one lives
+
+Nothing is written before every check that can refuse the run has passed
+(options, plugins, the sandbox, each endpoint's preflight request, the run
+directory's identity), so a corrected command is never refused because of
+what a failed one left behind.
 """
 
 from __future__ import annotations
@@ -23,19 +29,21 @@ import orjson
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
 from ..components import FIRST_ENDPOINT, OWN_ENDPOINT, Executor, MetricContext, RunCheck, RunOption, Stage
-from ..errors import PackError, PluginError, UsageError
+from ..errors import PackError, PluginError, RunLocked, UsageError
 from ..executors.local import LocalExecutor
 from ..extensions import stage_schemas
 from ..hashing import digest_document
+from ..health import DEFAULT_MAX_ERROR_RATE, endpoint_health, error_rate_problems, health_warnings
 from ..packs import Pack, find_manifest
 from ..plugins import PluginHost, load_plugins
 from ..schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..summary import compute_metrics, summary_document
 from ..validate import Report, validate_path
 from .planner import Plan, WorkItem, build_plan, parse_sample, select_cases
+from .preflight import preflight_endpoints
 from .progress import Progress
-from .rowlog import RowLog
-from .runtime import Job, Runtime
+from .rowlog import RowLog, drop_error_rows
+from .runtime import ENGINE_ENDPOINT_OPTIONS, Job, Runtime
 from .specs import ComponentSpec, parse_spec
 from .stages import stage_order
 
@@ -71,6 +79,27 @@ class RunSettings:
     context_window: int | None = None
     #: Values of the stages' run options (see :class:`assay.api.RunOption`), by option name.
     stage_options: Mapping[str, str] = field(default_factory=dict)
+    #: Send every endpoint one request before the run (``--no-preflight`` turns it off).
+    preflight: bool = True
+    #: The share of an endpoint's rows that may be error rows before the run fails (``--max-error-rate``).
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    #: On resume, run the work items whose rows are error rows again (``--retry-errors``).
+    retry_errors: bool = False
+
+    def __post_init__(self) -> None:
+        for name, value, least in (
+            ("concurrency", self.concurrency, 1),
+            ("epochs", self.epochs, 1),
+            ("max-tokens", self.max_tokens, 1),
+            ("limit", self.limit, 1),
+            ("sample-seed", self.sample_seed, 0),
+        ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise UsageError(f"--{name} {value!r}: expected a whole number >= {least}")
+        if not 0 <= self.max_error_rate <= 1:
+            raise UsageError(f"--max-error-rate {self.max_error_rate!r}: expected a share between 0 and 1")
+        if self.retry_errors and not self.resume:
+            raise UsageError("--retry-errors goes with --resume (it runs a finished run's error rows again)")
 
     def budget(self) -> dict[str, Any]:
         """The run-level agent-loop budget shared by every compared condition (None: each case's own)."""
@@ -89,6 +118,12 @@ class RunOutcome:
     resumed_rows: int
     report: Report
     excluded_cases: dict[str, int] = field(default_factory=dict)
+    #: Work items whose error rows were dropped to run again (``--retry-errors``).
+    retried_rows: int = 0
+    #: The health checks' warnings (error rows, degenerate answers; see :mod:`assay.health`).
+    warnings: tuple[str, ...] = ()
+    #: Endpoints whose error rows exceed ``max_error_rate`` (the run fails; the bundle is kept).
+    failures: tuple[str, ...] = ()
 
 
 def _resolve_pack(text: str, host: PluginHost) -> Pack:
@@ -335,7 +370,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     )
 
     out = settings.out
-    state, bundle_dir = out / "state", out / "bundle"
+    state = out / "state"
     environ = tuple((k, os.environ[k]) for k in _PLUGIN_SWITCHES if k in os.environ)
     job = Job(
         pack_root=str(pack.root.resolve()),
@@ -383,20 +418,111 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         **({"budget": settings.budget()} if any(v is not None for v in settings.budget().values()) else {}),
         **({"options": given} if (given := {k: v for k, v in sorted(option_values.items()) if v is not None}) else {}),
     }
-    run_id = "run-" + digest_document(identity)[7:23]
-    identity_path = state / "identity.json"
-    if identity_path.exists():
-        if not settings.resume:
-            raise UsageError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
-        previous = json.loads(identity_path.read_text())
-        if previous != identity:
-            raise UsageError(f"{out} holds a different run (its plan or settings differ); choose another --out")
-    elif settings.resume and (state / ROWS_FILE).exists():
-        raise UsageError(f"{out}: the run state has no identity.json; cannot resume safely")
-    state.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(identity_path, identity)
+    _check_identity(out, state, identity, settings.resume)
+    factories = _endpoint_factories(endpoints, option_values, host)
+    for _, make in factories:
+        make()  # a backend refusing its options (UsageError) refuses the run here, before anything is written
+    if settings.preflight:
+        preflight_endpoints(factories)
+    # Every check has passed: from here on the run writes.
+    lock = _lock(out, state)
+    try:
+        return _execute(settings, host, pack, plan, job, endpoints, executor, executor_spec, excluded, identity)
+    finally:
+        os.close(lock)
 
-    log = RowLog(state / ROWS_FILE)
+
+def _check_identity(out: Path, state: Path, identity: Mapping[str, Any], resume: bool) -> None:
+    """Refuse a run directory holding another run, or one that cannot be resumed (nothing is written)."""
+    identity_path = state / "identity.json"
+    try:
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: not a directory; choose another --out")
+        if identity_path.exists():
+            if not resume:
+                raise UsageError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+            previous = json.loads(identity_path.read_text())
+            if previous != identity:
+                raise UsageError(f"{out} holds a different run (its plan or settings differ); choose another --out")
+        elif resume and (state / ROWS_FILE).exists():
+            raise UsageError(f"{out}: the run state has no identity.json; cannot resume safely")
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot read it ({exc.strerror or exc}); choose another --out") from None
+    except ValueError:
+        raise UsageError(f"{identity_path}: not a run identity; choose another --out") from None
+
+
+def _endpoint_factories(
+    endpoints: Sequence[tuple[str, ComponentSpec]], option_values: Mapping[str, str | None], host: PluginHost
+) -> list[tuple[str, Any]]:
+    """(id, factory) of every endpoint the run will call: its --endpoint ones and its stages' endpoint options."""
+    endpoint_options = {
+        option.name for stage in host.registry.items("stages").values() for option in stage.options if option.endpoint
+    }
+    specs = [(endpoint_id, spec.plugin, dict(spec.options)) for endpoint_id, spec in endpoints]
+    for name, value in sorted(option_values.items()):
+        if name in endpoint_options and value is not None and value not in {s.text for _, s in endpoints}:
+            parsed = parse_spec(value, what=name.replace("_", " "))
+            specs.append((name.replace("_", "-"), parsed.plugin, dict(parsed.options)))
+
+    def factory(endpoint_id: str, backend_name: str, options: dict[str, str]) -> Any:
+        backend = host.registry.get("backends", backend_name)
+        assert backend is not None  # the run checked every backend name before
+        return lambda: backend.endpoint(
+            endpoint_id, {k: v for k, v in options.items() if k not in ENGINE_ENDPOINT_OPTIONS}
+        )
+
+    return [(endpoint_id, factory(endpoint_id, backend, options)) for endpoint_id, backend, options in specs]
+
+
+def _lock(out: Path, state: Path) -> int:
+    """Create the run directory and hold its lock for the run's life (released when the process ends, too).
+
+    A second ``assay run`` in the same ``--out`` (a ``--resume`` typed while the first still runs, say) would
+    send every call again and interleave rows: it is refused, naming the process that holds the directory.
+    """
+    import fcntl
+
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another --out") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunLocked(
+            f"{out} is in use by another assay run (pid {holder}); wait for it to end, or choose another --out"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _execute(
+    settings: RunSettings,
+    host: PluginHost,
+    pack: Pack,
+    plan: Plan,
+    job: Job,
+    endpoints: Sequence[tuple[str, ComponentSpec]],
+    executor: Executor,
+    executor_spec: ComponentSpec,
+    excluded: dict[str, int],
+    identity: Mapping[str, Any],
+) -> RunOutcome:
+    """Run the pending work items under the lock, then seal, zip and validate the bundle."""
+    out = settings.out
+    state, bundle_dir = out / "state", out / "bundle"
+    run_id = "run-" + digest_document(identity)[7:23]
+    try:
+        write_json_atomic(state / "identity.json", identity)
+        retried = drop_error_rows(state / ROWS_FILE) if settings.retry_errors else 0
+        log = RowLog(state / ROWS_FILE)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another --out") from None
     resumed = len(log.rows)
     pending = [item for item in plan.items() if item.ident() not in log]
     progress = Progress(len(plan), done=len(plan) - len(pending), enabled=settings.progress)
@@ -431,23 +557,39 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         )
 
     # Seal: rows in plan order, exactly the bytes the log holds.
-    if bundle_dir.exists():
-        shutil.rmtree(bundle_dir)
-    bundle_dir.mkdir(parents=True)
     ordered = [log.rows[item.ident()] for item in plan.items()]
-    write_bytes_atomic(bundle_dir / ROWS_FILE, b"".join(ordered))
-    write_json_atomic(bundle_dir / RUN_FILE, manifest)
     rows = [orjson.loads(line) for line in ordered]
     context = MetricContext(plan=plan.to_json(), cases=pack.cases_by_id())
-    write_json_atomic(bundle_dir / METRICS_FILE, summary_document(compute_metrics(rows, context, host.registry)))
-    seal_bundle(
-        bundle_dir,
-        pack={"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
-        row_count=len(rows),
-    )
     archive = out / "bundle.zip"
-    zip_bundle(bundle_dir, archive)
+    try:
+        if bundle_dir.exists():
+            shutil.rmtree(bundle_dir)
+        bundle_dir.mkdir(parents=True)
+        write_bytes_atomic(bundle_dir / ROWS_FILE, b"".join(ordered))
+        write_json_atomic(bundle_dir / RUN_FILE, manifest)
+        write_json_atomic(bundle_dir / METRICS_FILE, summary_document(compute_metrics(rows, context, host.registry)))
+        seal_bundle(
+            bundle_dir,
+            pack={"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
+            row_count=len(rows),
+        )
+        zip_bundle(bundle_dir, archive)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {out}: cannot write the bundle ({exc.strerror or exc}); the rows are kept in {state}: "
+            "free the space or fix the permissions, then run again with --resume"
+        ) from None
     report = validate_path(bundle_dir, host.registry, pack=pack.root)
+    health = endpoint_health(rows, host.registry.items("outcomes"))
     return RunOutcome(
-        bundle_dir, archive, len(rows), sum(1 for row in rows if row["errors"]), resumed, report, excluded
+        bundle_dir,
+        archive,
+        len(rows),
+        sum(1 for row in rows if row["errors"]),
+        resumed,
+        report,
+        excluded,
+        retried_rows=retried,
+        warnings=tuple(health_warnings(health, settings.max_error_rate)),
+        failures=tuple(error_rate_problems(health, settings.max_error_rate)),
     )

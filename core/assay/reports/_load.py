@@ -64,6 +64,7 @@ class ReportData:
     families: str
     differences: Sequence[str] = field(default_factory=tuple)
     sections: Mapping[str, Any] = field(default_factory=dict)  # the registered report sections, by name
+    outcomes: Mapping[str, Any] = field(default_factory=dict)  # the registered outcomes, by name (health checks)
 
     @property
     def reproduced(self) -> bool:
@@ -242,7 +243,9 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
             ) from exc
     differences = claim_differences(bundle.claims, values, set(metrics))
     sections = registry.items("report_sections")
-    return ReportData(bundle, tuple(values), metrics, families, tuple(differences), sections)
+    return ReportData(
+        bundle, tuple(values), metrics, families, tuple(differences), sections, registry.items("outcomes")
+    )
 
 
 def case_kinds(bundle: BundleFiles, registry: Registry, pack_root: Path | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..components import MetricValue
+from ..health import endpoint_health, health_warnings
 from ..schemas import STAGES
 from ._load import ReportData
 
@@ -369,6 +370,11 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
             f"metrics.json does not reproduce: {plural(len(data.differences), 'difference')} "
             "from the numbers recomputed here (listed under Claims)."
         )
+    # Error rows and degenerate answers: a bundle can be valid and still have measured nothing.
+    warnings += [
+        f"{warning[0].upper()}{warning[1:]}."
+        for warning in health_warnings(endpoint_health(data.bundle.rows, data.outcomes))
+    ]
     return ReportModel(
         title=title or f"assay report: {pack.get('name')} {pack.get('version')}, run {data.bundle.run.get('run_id')}",
         facts=_facts(data, scripted),

@@ -21,6 +21,7 @@ from ..bundle import BUNDLE_MANIFEST
 from ..components import MetricContext
 from ..documents import SourceDocument
 from ..hashing import digest_document, digest_file
+from ..health import endpoint_health, health_warnings
 from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_schemas
@@ -362,6 +363,8 @@ def _check_contents(
                 pointer="/rows/count",
             )
         report.facts["rows"] = len(rows)
+        # Not problems (a dead endpoint's rows are a faithful record), but the summary must not read as a clean run.
+        report.facts["health_warnings"] = health_warnings(endpoint_health(rows, registry.items("outcomes")))
         cases = pack.cases_by_id() if pack is not None and case_index else {}
         _check_metrics(manifest, bundle_doc, metrics_path, run, run_doc, run_rel, cases, rows, name, report, registry)
     finally:

@@ -126,6 +126,7 @@ OUTCOMES = (
         "permission.utility_success",
         "the utility verifier passed under the generated policy",
         _dynamic("utility_success"),
+        utility=True,
     ),
     Outcome(
         "permission.attack_success",

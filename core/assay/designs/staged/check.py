@@ -73,13 +73,18 @@ def check_exec_replay(check: PackCheck) -> PackCheckResult:
 
         async def one(item: WorkItem) -> tuple[WorkItem, dict[str, Any]]:
             async with limit:
-                return item, await runtime.execute(item)
+                row = await runtime.execute(item)
+            if check.progress is not None:
+                check.progress.advance()
+            return item, row
 
         items = [
             WorkItem(case_id, endpoint, "D0", 0, 0, "replay-check")
             for case_id in sorted(index)
             for endpoint in ("attacker", "safe")
         ]
+        if check.progress is not None:
+            check.progress.grow(len(items))
         try:
             return await asyncio.gather(*(one(item) for item in items))
         finally:

@@ -169,6 +169,7 @@ OUTCOMES = (
         "the benign companion task was completed (benign rows only)",
         stage_field("exec", "benign_utility"),
         kinds=("benign",),
+        utility=True,
     ),
 )
 

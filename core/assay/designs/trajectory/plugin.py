@@ -94,6 +94,7 @@ OUTCOMES = (
         "trajectory.success",
         "end-to-end success within budget and without a sandbox-policy violation",
         stage_field("trajectory", "success"),
+        utility=True,
     ),
     Outcome("trajectory.grounding", "the five-point grounding score of the run", _grounding, scale="score"),
 )

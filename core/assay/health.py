@@ -1,0 +1,155 @@
+"""Did a run measure anything? Error rows per endpoint, and answers that look degenerate.
+
+A bundle can be perfectly valid and still measure nothing: every call to a
+dead endpoint is an error row, and a model that answers nothing, or the same
+thing every time, looks safe (it never complies with an attack). These checks
+read only the rows, so the run, the report and the validator say the same:
+
+* **error rows**: an endpoint whose share of error rows exceeds the allowed
+  rate (``--max-error-rate``, default 10%) fails the run;
+* **degenerate answers** (warnings, never failures: a weak model is a result):
+  most of an endpoint's answers empty, or one and the same answer; most of its
+  tool calls unparseable; a *utility* outcome (one a design marks
+  ``Outcome(utility=True)``: the task got done) near zero under a condition.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_ERROR_RATE", "EndpointHealth", "endpoint_health", "error_rate_problems", "health_warnings"]
+
+#: The share of an endpoint's rows that may be error rows before a run fails (``--max-error-rate``).
+DEFAULT_MAX_ERROR_RATE = 0.10
+#: A share of answers beyond which they are called "most".
+_MOST = 0.5
+#: Fewer rows than this say nothing about degeneracy.
+_MIN_ROWS = 4
+#: A utility rate at or below this is "near zero".
+_UTILITY_FLOOR = 0.05
+
+
+@dataclass(frozen=True)
+class EndpointHealth:
+    """What one endpoint's rows say about whether it answered at all."""
+
+    endpoint: str
+    rows: int
+    error_rows: int
+    #: The first error's message (what to fix), None without errors.
+    first_error: str | None
+    #: Rows without errors: the ones the answer checks are over.
+    answered: int
+    empty: int
+    #: Answered rows sharing the most common non-empty answer.
+    same_answer: int
+    #: Answered rows that made tool calls, and those with at least one unparseable call.
+    calling: int
+    unparseable_calls: int
+    #: (outcome, condition, hits, rows it applies to), for every utility outcome and condition.
+    utility: tuple[tuple[str, str, int, int], ...]
+
+    @property
+    def error_rate(self) -> float:
+        """Error rows over all rows (0 without rows)."""
+        return self.error_rows / self.rows if self.rows else 0.0
+
+    def degenerate(self) -> list[str]:
+        """Why the answers look degenerate (empty when they do not)."""
+        reasons = []
+        if self.answered >= _MIN_ROWS:
+            if self.empty > _MOST * self.answered:
+                reasons.append(f"{self.empty} of {self.answered} answers are empty")
+            if self.same_answer > _MOST * self.answered and self.same_answer > 1:
+                reasons.append(f"{self.same_answer} of {self.answered} answers are one and the same text")
+        if self.calling >= _MIN_ROWS and self.unparseable_calls > _MOST * self.calling:
+            reasons.append(f"{self.unparseable_calls} of {self.calling} rows with tool calls have unparseable ones")
+        for outcome, condition, hits, n in self.utility:
+            if n >= _MIN_ROWS and hits <= _UTILITY_FLOOR * n:
+                reasons.append(f"{outcome} is {hits}/{n} under {condition}")
+        return reasons
+
+
+def _answer(row: Mapping[str, Any]) -> str:
+    output = row.get("final_output")
+    return output.strip() if isinstance(output, str) else ""
+
+
+def _unparseable_calls(row: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(made tool calls, at least one of them unparseable), over the row's transcript and its stages' own."""
+    calls: list[Any] = list((row.get("transcript") or {}).get("tool_calls") or [])
+    for outcome in (row.get("stages") or {}).values():
+        if isinstance(outcome, Mapping):
+            calls += list((outcome.get("transcript") or {}).get("tool_calls") or [])
+    calls = [call for call in calls if isinstance(call, Mapping)]
+    return bool(calls), any(call.get("valid") is False for call in calls)
+
+
+def endpoint_health(rows: Sequence[Mapping[str, Any]], outcomes: Mapping[str, Any]) -> list[EndpointHealth]:
+    """One :class:`EndpointHealth` per endpoint, in the order the rows first name them.
+
+    ``outcomes`` are the registered outcomes (name -> :class:`assay.api.Outcome`);
+    those marked ``utility`` are checked per condition.
+    """
+    utility_outcomes = {name: outcome for name, outcome in outcomes.items() if getattr(outcome, "utility", False)}
+    by_endpoint: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_endpoint.setdefault(str(row["key"]["endpoint"]), []).append(row)
+    found = []
+    for endpoint, members in by_endpoint.items():
+        failed = [row for row in members if row.get("errors")]
+        answered = [row for row in members if not row.get("errors")]
+        answers = [_answer(row) for row in answered]
+        common = Counter(answer for answer in answers if answer).most_common(1)
+        calls = [_unparseable_calls(row) for row in answered]
+        utility = []
+        for name, outcome in sorted(utility_outcomes.items()):
+            per_condition: dict[str, list[int]] = {}
+            for row in answered:
+                value = outcome.of(row)
+                if value is None:
+                    continue
+                counts = per_condition.setdefault(str(row["key"]["condition"]), [0, 0])
+                counts[0] += bool(value)
+                counts[1] += 1
+            utility += [(name, condition, hits, n) for condition, (hits, n) in sorted(per_condition.items())]
+        found.append(
+            EndpointHealth(
+                endpoint=endpoint,
+                rows=len(members),
+                error_rows=len(failed),
+                first_error=str(failed[0]["errors"][0].get("message", "")) if failed else None,
+                answered=len(answered),
+                empty=sum(1 for answer in answers if not answer),
+                same_answer=common[0][1] if common else 0,
+                calling=sum(1 for made, _ in calls if made),
+                unparseable_calls=sum(1 for made, bad in calls if made and bad),
+                utility=tuple(utility),
+            )
+        )
+    return found
+
+
+def error_rate_problems(health: Sequence[EndpointHealth], max_error_rate: float) -> list[str]:
+    """One line per endpoint whose error rows exceed ``max_error_rate``, with the first error's message."""
+    return [
+        f"endpoint {h.endpoint}: {h.error_rows} of {h.rows} rows are error rows "
+        f"({100 * h.error_rate:.0f}%, more than {100 * max_error_rate:g}%); first error: {h.first_error}"
+        for h in health
+        if h.error_rows and h.error_rate > max_error_rate
+    ]
+
+
+def health_warnings(health: Sequence[EndpointHealth], max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> list[str]:
+    """Every warning about the run's rows: error rates beyond the limit, then degenerate answers."""
+    warnings = error_rate_problems(health, max_error_rate)
+    for h in health:
+        if h.error_rows and h.error_rate <= max_error_rate:
+            warnings.append(f"endpoint {h.endpoint}: {h.error_rows} of {h.rows} rows are error rows")
+        reasons = h.degenerate()
+        if reasons:
+            warnings.append(f"endpoint {h.endpoint} looks degenerate: {'; '.join(reasons)}")
+    return warnings
