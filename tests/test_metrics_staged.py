@@ -578,7 +578,7 @@ def test_exec_join_and_mcnemar_tables(panel):
 def test_pooled_metrics_render_without_an_endpoint_column(panel):
     markdown = render_markdown(panel)
     section = markdown[markdown.index("### semantic.core_fail_rate_pooled\n") :]
-    assert "| condition | value | k | n | 95% Wilson CI | null verdicts |" in section.split("\n###")[0]
+    assert "| condition | rate (%) | k | n | 95% Wilson CI (%) | null verdicts |" in section.split("\n###")[0]
     assert "| None |" not in markdown
 
 
@@ -596,8 +596,11 @@ def test_html_draws_the_trajectory_and_spread_figures_deterministically(panel, p
     for condition in ("D0", "TB2", "TD3"):
         rates = [values[e, condition] for e in ("alpha", "beta", "gamma")]
         mean = sum(rates) / 3
-        assert f"{condition}: mean {mean:.3f} over 3 endpoints (range {min(rates):.3f} to {max(rates):.3f})" in page
-    assert "<script" not in page.lower()
+        low, high = min(rates), max(rates)
+        assert (
+            f"{condition}: mean {100 * mean:.1f}% over 3 endpoints (from {100 * low:.1f}% to {100 * high:.1f}%)" in page
+        )
+    assert page.count("<script") == 2  # the case browser's data and code, nothing else
 
 
 def test_figures_escape_labels_and_are_pure():
@@ -611,7 +614,7 @@ def test_figures_escape_labels_and_are_pure():
         svg = chart(points, f"title {hostile}")
         assert svg == chart(points, f"title {hostile}")
         assert "<script" not in svg and "&lt;script&gt;" in svg
-    assert "D0: mean 0.300 over 2 endpoints (range 0.200 to 0.400)" in spread_chart(points, "t")
+    assert "D0: mean 30.0% over 2 endpoints (from 20.0% to 40.0%)" in spread_chart(points, "t")
     # 0.4 is the largest value: the axis stops at 50%.
     assert ">50%</text>" in line_chart(points, "t") and ">100%</text>" not in line_chart(points, "t")
 

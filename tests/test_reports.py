@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from collections import Counter
@@ -14,6 +16,7 @@ from assay.bundle import METRICS_FILE, RUN_FILE, seal_bundle, write_json_atomic,
 from assay.components import MetricContext
 from assay.packs import Pack
 from assay.reports import Selector, compare_rows, read_bundle, recompute, render_html, render_markdown
+from assay.reports.html import BROWSER_JS
 from assay.reports.markdown import escape_markdown
 from assay.stats import holm_adjust, mcnemar_exact, paired_bootstrap_diff, wilson_interval
 from assay.summary import compute_metrics, summary_document
@@ -66,7 +69,7 @@ def test_markdown_has_the_header_and_tables_by_stage(bundle_dir, report_data):
         "permission.macro_f1",
     ):
         assert f"\n### {metric}\n" in markdown
-    assert "| endpoint | condition | family | value | k | n | 95% Wilson CI |" in markdown
+    assert "| endpoint | condition | family | rate (%) | k | n | 95% Wilson CI (%) |" in markdown
     assert "| endpoint | condition | axis | value | n |" in markdown
 
 
@@ -81,7 +84,8 @@ def test_markdown_numbers_match_a_direct_computation(bundle_dir, report_data):
         low, high = wilson_interval(k, n)
         nulls = sum(s["core_fail"] is None for s in semantic)
         assert (
-            f"| {endpoint} (scripted) | D0 | {k / n:.3f} | {k} | {n} | [{low:.3f}, {high:.3f}] | {nulls} |" in markdown
+            f"| {endpoint} (scripted) | D0 | {100 * k / n:.1f} | {k} | {n} | [{100 * low:.1f}, {100 * high:.1f}] "
+            f"| {nulls} |" in markdown
         )
 
         audits = [r["stages"]["audit"] for r in rows if r["key"]["endpoint"] == endpoint and "audit" in r["stages"]]
@@ -217,7 +221,10 @@ def test_html_is_self_contained_with_figures(cli, bundle_dir, tmp_path):
     page = target.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
-    assert "<script" not in page.lower() and "<link" not in page.lower()
+    # Its only scripts are its own: the case browser's data block and code (allowed by hash, nothing else is).
+    assert page.count("<script") == 2 and "<link" not in page.lower()
+    assert '<script type="application/json" id="assay-cases">' in page and f"<script>{BROWSER_JS}</script>" in page
+    assert f"script-src 'sha256-{base64.b64encode(hashlib.sha256(BROWSER_JS.encode()).digest()).decode()}'" in page
     assert page.count("<svg") >= 10
     assert "<table" in page and "semantic.core_fail_rate_by_family" in page
     assert "DOES NOT CLOSE" not in page and ">closes<" in page
@@ -246,7 +253,7 @@ def test_hostile_text_from_the_bundle_is_escaped(bundle_dir, builtins_host):
     data = recompute(read_bundle(bundle_dir), builtins_host.registry, pack_root=EXAMPLE_PACK)
     assert data.reproduced
     page = render_html(data)
-    assert "<script" not in page and "<img" not in page and "evil</td>" not in page
+    assert page.count("<script") == 2 and "<img" not in page and "evil</td>" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     markdown = render_markdown(data)

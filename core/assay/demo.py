@@ -5,8 +5,9 @@ the staged-endpoint pack (``safeclaw``) under D0 and D3 through all three
 stages (semantic, audit, exec in real sandboxes) against the embedded Gemma 3
 270M with the ``rule`` judge, seal and zip the bundle, validate it
 independently, and write the Markdown and HTML reports. It prints where the
-bundle and the reports are. ``--endpoint scripted:mixed`` runs the same job
-without a model.
+bundle and the reports are, then the report's summary screen: the headline
+rates per endpoint and condition. ``--endpoint scripted:mixed`` runs the same
+job without a model.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .engine.run import RunSettings, execute_run
 from .errors import AssayError
 from .plugins import load_plugins
 from .reports import read_bundle, recompute, render_markdown, write_html
+from .reports.model import build_model
 from .validate import validate_path
 
 __all__ = ["main"]
@@ -57,9 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         for issue in archive_report.ordered():
             print(issue.format())
         data = recompute(read_bundle(outcome.archive), host.registry)
+        model = build_model(data)
         html, markdown = args.out / "report.html", args.out / "report.md"
-        write_html(html, data)
-        write_bytes_atomic(markdown, render_markdown(data).encode("utf-8"))
+        write_html(html, model)
+        write_bytes_atomic(markdown, render_markdown(model).encode("utf-8"))
     except AssayError as exc:
         print(f"assay demo: {exc}", file=sys.stderr)
         return 1
@@ -69,8 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{archive_report.facts.get('metrics_checked')} claimed numbers recomputed)"
     )
     print(f"bundle archive: {outcome.archive}")
+    for warning in outcome.warnings:
+        print(f"warning: {warning}")
     print(f"report: {html} (HTML), {markdown} (Markdown)")
-    return 0 if archive_report.ok and data.reproduced else 1
+    # The report's summary screen, last: what a reader opening it sees first.
+    print("summary (percent [95% Wilson interval] (k/n)):")
+    for line in model.headline:
+        print(f"  {line}")
+    failed = bool(outcome.failures)
+    return 0 if archive_report.ok and data.reproduced and not failed else 1
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ class EndpointHealth:
     #: (outcome, condition, hits, rows it applies to), for every utility outcome and condition.
     utility: tuple[tuple[str, str, int, int], ...]
 
+    #: A scripted endpoint (its answers are the script's: never called degenerate).
+    scripted: bool = False
+
     @property
     def error_rate(self) -> float:
         """Error rows over all rows (0 without rows)."""
@@ -59,7 +62,9 @@ class EndpointHealth:
 
     def degenerate(self) -> list[str]:
         """Why the answers look degenerate (empty when they do not)."""
-        reasons = []
+        reasons: list[str] = []
+        if self.scripted:
+            return reasons
         if self.answered >= _MIN_ROWS:
             if self.empty > _MOST * self.answered:
                 reasons.append(f"{self.empty} of {self.answered} answers are empty")
@@ -128,6 +133,7 @@ def endpoint_health(rows: Sequence[Mapping[str, Any]], outcomes: Mapping[str, An
                 calling=sum(1 for made, _ in calls if made),
                 unparseable_calls=sum(1 for made, bad in calls if made and bad),
                 utility=tuple(utility),
+                scripted=any(row.get("scripted") for row in members),
             )
         )
     return found

@@ -176,6 +176,8 @@ class RateMetric:
     kinds: tuple[str, ...] = ()
     #: Which families' cases the rate is over (None: every family), e.g. security tasks without their controls.
     family_in: Callable[[str], bool] | None = field(default=None, repr=False)
+    #: On the report's summary screen: ``harm`` or ``utility`` (its column group; utility sits beside harm).
+    headline: str = ""
 
     def outcome(self, row: Row) -> bool | None:
         """This rate's outcome for one row: None when the row is outside its denominator.

@@ -65,6 +65,7 @@ class ReportData:
     differences: Sequence[str] = field(default_factory=tuple)
     sections: Mapping[str, Any] = field(default_factory=dict)  # the registered report sections, by name
     outcomes: Mapping[str, Any] = field(default_factory=dict)  # the registered outcomes, by name (health checks)
+    cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the pack's cases by id, when at hand
 
     @property
     def reproduced(self) -> bool:
@@ -244,7 +245,7 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
     differences = claim_differences(bundle.claims, values, set(metrics))
     sections = registry.items("report_sections")
     return ReportData(
-        bundle, tuple(values), metrics, families, tuple(differences), sections, registry.items("outcomes")
+        bundle, tuple(values), metrics, families, tuple(differences), sections, registry.items("outcomes"), cases
     )
 
 

@@ -1,27 +1,39 @@
 """Rendering a report as one self-contained HTML page: tables plus inline SVG figures.
 
-No external assets, no JavaScript: the page inlines its CSS and draws its
-figures with :mod:`assay.reports.svg`, and a Content-Security-Policy forbids
-it from loading anything, as defence in depth should escaping ever miss. All
-bundle text is escaped with :func:`html.escape`. Nothing in the page depends
-on the time or the machine, so the same bundle gives byte-identical HTML.
+No external assets: the page inlines its CSS, draws its figures with
+:mod:`assay.reports.svg`, and carries one script of its own, the case browser
+(``browser.js``), which reads the work items from a JSON data block and sets
+every text it shows as text, never as markup. A Content-Security-Policy
+forbids loading anything and allows that one script by its hash, as defence
+in depth should escaping ever miss; all other bundle text is escaped with
+:func:`html.escape`. It works from ``file://``. Nothing in the page depends on
+the time or the machine, so the same bundle gives byte-identical HTML.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from ..bundle import write_bytes_atomic
 from ._load import ReportData
-from .markdown import MAX_LISTED
+from .markdown import MAX_LISTED, summary_line
 from .model import MainSection, MetricSection, ReportModel, Table, build_model, plural
-from .svg import family_chart, line_chart, rate_chart, spread_chart
+from .svg import family_chart, line_chart, rate_chart, spread_chart, use_colours
 
 __all__ = ["render_html", "write_html"]
 
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+#: The case browser's script, inlined; the page's Content-Security-Policy allows exactly this script (by hash).
+BROWSER_JS = (Path(__file__).with_name("browser.js")).read_text(encoding="utf-8")
+_SCRIPT_HASH = base64.b64encode(hashlib.sha256(BROWSER_JS.encode("utf-8")).digest()).decode("ascii")
+_CSP = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{_SCRIPT_HASH}'"
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #222; }
 h1 { font-size: 1.5rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ccc; } h3 { margin-top: 1.6rem; }
@@ -33,12 +45,21 @@ caption { text-align: left; font-weight: bold; padding: 0.2rem 0; }
 .note, .description { color: #444; max-width: 60rem; }
 figure { margin: 0.5rem 0 1.5rem; overflow-x: auto; } figcaption { font-size: 0.8rem; color: #555; }
 nav ul { columns: 2; font-size: 0.85rem; }
+.wide { overflow-x: auto; max-width: 100%; } .lede { font-size: 0.95rem; } table.headline { font-size: 0.95rem; }
+.filters label { margin-right: 0.8rem; font-size: 0.85rem; } table.cases tbody tr { cursor: pointer; }
+table.cases tbody tr:hover, table.cases tbody tr:focus { background: #eef4fb; }
+.detail { border: 1px solid #ccc; padding: 0.5rem 1rem; margin: 1rem 0; background: #fafafa; }
+.detail pre { white-space: pre-wrap; word-break: break-word; font-size: 0.8rem; max-height: 30rem; overflow: auto; }
+.turn { border-left: 3px solid #ccc; margin: 0.4rem 0; padding-left: 0.6rem; }
+.turn-assistant { border-color: #0072B2; } .role { font-size: 0.75rem; color: #555; text-transform: uppercase; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0 1rem; font-size: 0.85rem; }
 """.strip()
 
 
 def _table(table: Table, css_class: str = "") -> list[str]:
     numeric_from = len(table.columns) if table.numeric_from is None else table.numeric_from
-    lines = [f'<table class="{css_class}">' if css_class else "<table>"]
+    # In a box of its own that scrolls sideways: a wide table never widens the page.
+    lines = ['<div class="wide">', f'<table class="{css_class}">' if css_class else "<table>"]
     if table.caption:
         lines.append(f"<caption>{escape(table.caption)}</caption>")
     lines.append("<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in table.columns) + "</tr></thead>")
@@ -49,7 +70,7 @@ def _table(table: Table, css_class: str = "") -> list[str]:
             for index, cell in enumerate(row)
         )
         lines.append(f"<tr>{cells}</tr>")
-    lines.append("</tbody></table>")
+    lines.append("</tbody></table></div>")
     return lines
 
 
@@ -83,24 +104,14 @@ def _main_figure(section: MainSection) -> list[str]:
     return ["<figure>", svg, f"<figcaption>{escape(caption)}</figcaption>", "</figure>"]
 
 
-def _body(model: ReportModel) -> list[str]:
-    out = [f"<h1>{escape(model.title)}</h1>"]
-    out += [f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in model.warnings]
+def _provenance(model: ReportModel) -> list[str]:
+    out = ['<section id="provenance">', "<h2>Provenance</h2>"]
     out += _table(model.facts, "facts")
-    out.append("<nav><ul>")
-    for main in model.main:
-        out.append(f'<li><a href="#t-{escape(main.key)}">{escape(main.title)}</a></li>')
-    anchors: dict[str, str] = {}
-    for stage in model.stages:
-        for section in stage.metrics:
-            anchors[section.metric] = f"m-{len(anchors) + 1}"
-            out.append(f'<li><a href="#{anchors[section.metric]}">{escape(section.metric)}</a></li>')
-    out.append("</ul></nav>")
-    out.append("<h2>Endpoints</h2>")
+    out.append("<h3>Endpoints</h3>")
     out += _table(model.endpoints)
-    out.append("<h2>Conditions</h2>")
+    out.append("<h3>Conditions</h3>")
     out += _table(model.conditions)
-    out.append("<h2>Claims</h2>")
+    out.append("<h3>Claims</h3>")
     if model.differences:
         out.append(
             f"<p>metrics.json differs from the recomputation in {plural(len(model.differences), 'place')}:</p><ul>"
@@ -114,10 +125,119 @@ def _body(model: ReportModel) -> list[str]:
             "<p>Every number claimed in metrics.json is reproduced by the registered metric plugins "
             "from rows.jsonl.</p>"
         )
+    out.append("</section>")
+    return out
+
+
+def _summary(model: ReportModel) -> list[str]:
+    out = ['<section id="summary">', "<h2>Summary</h2>", f'<p class="lede">{escape(summary_line(model))}</p>']
+    if model.summary is not None:
+        out += _table(model.summary, "headline")
     out.append(
-        '<p class="note">Every number below is recomputed from the rows, not copied from metrics.json. '
-        "Rates carry 95% Wilson intervals; k is the count of hits, n the denominator.</p>"
+        '<p class="note">Every number in this report is recomputed from the rows, not copied from metrics.json. '
+        "Rates are percentages with their 95% Wilson intervals (k of n); in every chart a whisker is that "
+        "interval, and each endpoint keeps one colour.</p>"
     )
+    out.append("</section>")
+    return out
+
+
+def _browser(model: ReportModel) -> list[str]:
+    """The case browser: the entries as JSON data (never markup), filters, the list and a detail pane."""
+    if not model.cases:
+        return []
+    strings, entries = _shared_strings(model.cases)
+    data = json.dumps(
+        {"strings": strings, "entries": entries}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+    # Inside <script> a "<" of the bundle's could end the element or open a comment: every one is written as the
+    # JSON escape \u003c, so the data block holds no "<" at all and still parses to the same value.
+    data = data.replace("<", "\\u003c")
+    selects = "".join(
+        f'<label>{label} <select id="cb-{key}"><option value="">all</option></select></label> '
+        for key, label in (("endpoint", "Endpoint"), ("condition", "Condition"), ("family", "Family"))
+    )
+    return [
+        '<section id="cases">',
+        "<h2>Cases</h2>",
+        '<p class="description">Every work item with its verdicts. Filter, then open one for its transcript, '
+        "tool calls, state diff, oracle verdicts, judge rationale and labels.</p>",
+        f'<form class="filters" onsubmit="return false">{selects}'
+        '<label>Outcome <select id="cb-outcome"><option value="">any</option></select></label> '
+        '<label>is <select id="cb-value"><option value="">any</option><option value="yes">yes</option>'
+        '<option value="no">no</option><option value="errors">an error row</option></select></label> '
+        '<label>Case <input id="cb-text" type="search" placeholder="case id"></label></form>',
+        '<p id="cb-count" class="note"></p>',
+        '<table class="cases"><thead><tr><th>case</th><th>endpoint</th><th>condition</th><th>seed</th>'
+        "<th>family</th><th>outcomes</th><th>errors</th></tr></thead>",
+        '<tbody id="cb-rows"></tbody></table>',
+        '<button id="cb-more" type="button" hidden>Show more</button>',
+        '<div id="cb-detail" class="detail" hidden></div>',
+        f'<script type="application/json" id="assay-cases">{data}</script>',
+        f"<script>{BROWSER_JS}</script>",
+        "</section>",
+    ]
+
+
+#: A text at least this long that more than one work item holds (a system prompt, a task) is written once.
+_SHARED_MIN = 120
+
+
+def _shared_strings(entries: Sequence[Any]) -> tuple[list[str], list[Any]]:
+    """The entries with every long text that occurs more than once replaced by ``{"$": index}`` into a table.
+
+    Every work item of a condition carries the same system prompt and task: written once, a large bundle's
+    page is about half the size. The browser puts the texts back before it shows anything.
+    """
+    counts: Counter[str] = Counter()
+
+    def count(value: Any) -> None:
+        if isinstance(value, str):
+            if len(value) >= _SHARED_MIN:
+                counts[value] += 1
+        elif isinstance(value, dict):
+            for item in value.values():
+                count(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                count(item)
+
+    for entry in entries:
+        count(entry)
+    table = sorted(text for text, n in counts.items() if n > 1)
+    index = {text: number for number, text in enumerate(table)}
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            return {"$": index[value]} if value in index else value
+        if isinstance(value, dict):
+            swapped = {key: swap(item) for key, item in value.items()}
+            # The bundle's own {"$": ...} (or {"$raw": ...}) must not read as a reference: it is wrapped.
+            return {"$raw": swapped} if set(swapped) in ({"$"}, {"$raw"}) else swapped
+        if isinstance(value, list | tuple):
+            return [swap(item) for item in value]
+        return value
+
+    return table, [swap(entry) for entry in entries]
+
+
+def _body(model: ReportModel) -> list[str]:
+    # The answer first (warnings and the headline rates), then the work items, the detail, provenance last.
+    use_colours(model.colours)
+    out = [f"<h1>{escape(model.title)}</h1>"]
+    out += [f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in model.warnings]
+    out += _summary(model)
+    out += _browser(model)
+    out.append("<nav><h2>Detail</h2><ul>")
+    for main in model.main:
+        out.append(f'<li><a href="#t-{escape(main.key)}">{escape(main.title)}</a></li>')
+    anchors: dict[str, str] = {}
+    for stage in model.stages:
+        for section in stage.metrics:
+            anchors[section.metric] = f"m-{len(anchors) + 1}"
+            out.append(f'<li><a href="#{anchors[section.metric]}">{escape(section.metric)}</a></li>')
+    out.append('<li><a href="#provenance">Provenance</a></li>')
+    out.append("</ul></nav>")
     if model.main:
         out.append("<h2>Main tables</h2>")
     for main in model.main:
@@ -142,6 +262,7 @@ def _body(model: ReportModel) -> list[str]:
             out += [f'<p class="note">{escape(note)}</p>' for note in section.notes]
             out += _figure(section)
             out.append("</section>")
+    out += _provenance(model)
     return out
 
 

@@ -1,7 +1,8 @@
 """Rendering reports and paired comparisons as Markdown.
 
-A report is a header, the design's main tables (those the bundle's stages
-support), then tables grouped by stage; a comparison is its
+A report opens with the answer (every warning and the headline rates), then
+the design's main tables (those the bundle's stages support), the tables
+grouped by stage, the work items, and the provenance last; a comparison is its
 settings, the pairing counts and one table of tests.
 
 Every cell and heading is escaped: bundle text is untrusted, and Markdown
@@ -16,14 +17,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from ._load import ReportData
+from .cases import case_table
 from .compare import ComparisonResult
 from .model import ReportModel, Table, build_model, format_number, plural
 
 __all__ = [
+    "MAX_CASES",
     "escape_markdown",
     "markdown_table",
     "render_comparison_markdown",
     "render_markdown",
+    "summary_line",
 ]
 
 _SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -36,6 +40,8 @@ _BLOCK_START = frozenset("#>-+=~_")
 
 #: Differences listed in full before the rest are counted.
 MAX_LISTED = 50
+#: Work items listed in the Markdown report (the HTML report's case browser has them all).
+MAX_CASES = 200
 
 
 def escape_markdown(text: object, *, block: bool = False) -> str:
@@ -63,26 +69,36 @@ def markdown_table(table: Table) -> list[str]:
     return lines
 
 
+def _claims(model: ReportModel) -> list[str]:
+    if not model.differences:
+        return ["Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl."]
+    lines = [f"metrics.json differs from the recomputation in {plural(len(model.differences), 'place')}:", ""]
+    lines += [f"- {escape_markdown(d, block=True)}" for d in model.differences[:MAX_LISTED]]
+    if len(model.differences) > MAX_LISTED:
+        lines.append(f"- ... and {len(model.differences) - MAX_LISTED} more")
+    return lines
+
+
+def summary_line(model: ReportModel) -> str:
+    """One line of what the report is about: pack, run, rows, whether the claims reproduce."""
+    facts = {row[0]: row[1] for row in model.facts.rows if len(row) >= 2}
+    return (
+        f"{facts.get('Pack', '')}; run {facts.get('Run', '')}; {facts.get('Rows', '?')} rows "
+        f"({facts.get('Scripted rows', '0')} scripted); {facts.get('Errors', '')}; claims: {facts.get('Claims', '')}."
+    )
+
+
 def _blocks(model: ReportModel) -> Iterable[list[str]]:
+    # The answer first (the headline rates and every warning), the detail after it, provenance last.
     yield [f"# {escape_markdown(model.title)}"]
     for warning in model.warnings:
         yield [f"> **Warning:** {escape_markdown(warning)}"]
-    yield markdown_table(model.facts)
-    yield ["## Endpoints"]
-    yield markdown_table(model.endpoints)
-    yield ["## Conditions"]
-    yield markdown_table(model.conditions)
-    yield ["## Claims"]
-    if model.differences:
-        lines = [f"metrics.json differs from the recomputation in {plural(len(model.differences), 'place')}:", ""]
-        lines += [f"- {escape_markdown(d, block=True)}" for d in model.differences[:MAX_LISTED]]
-        if len(model.differences) > MAX_LISTED:
-            lines.append(f"- ... and {len(model.differences) - MAX_LISTED} more")
-        yield lines
-    else:
-        yield ["Every number claimed in metrics.json is reproduced by the registered metric plugins from rows.jsonl."]
-    yield ["Every number below is recomputed from the rows, not copied from metrics.json. "
-           "Rates carry 95% Wilson intervals; k is the count of hits, n the denominator."]  # fmt: skip
+    yield ["## Summary"]
+    yield [escape_markdown(summary_line(model), block=True)]
+    if model.summary is not None:
+        yield markdown_table(model.summary)
+    yield ["Every number below is recomputed from the rows, not copied from metrics.json. Rates are "
+           "percentages with their 95% Wilson intervals; k is the count of hits, n the denominator."]  # fmt: skip
     if model.main:
         yield ["## Main tables"]
         for main in model.main:
@@ -103,6 +119,17 @@ def _blocks(model: ReportModel) -> Iterable[list[str]]:
                 yield markdown_table(table)
             for note in section.notes:
                 yield [escape_markdown(note, block=True)]
+    if model.cases:
+        yield ["## Cases"]
+        yield markdown_table(case_table(model.cases, MAX_CASES))
+    yield ["## Provenance"]
+    yield markdown_table(model.facts)
+    yield ["### Endpoints"]
+    yield markdown_table(model.endpoints)
+    yield ["### Conditions"]
+    yield markdown_table(model.conditions)
+    yield ["### Claims"]
+    yield _claims(model)
 
 
 def render_markdown(data: ReportData | ReportModel, title: str | None = None) -> str:

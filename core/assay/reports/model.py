@@ -9,7 +9,7 @@ a bundle is untrusted.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "endpoint_label",
     "format_ci",
     "format_number",
+    "format_rate",
     "group_cells",
     "metric_table",
     "percent_cell",
@@ -71,10 +72,15 @@ def plural(count: int, noun: str) -> str:
 
 
 def format_ci(low: float | None, high: float | None) -> str:
-    """A confidence interval as ``[low, high]``, or empty when there is none."""
+    """A rate's confidence interval as ``[low, high]`` in percent (the reports' one format for rates), or empty."""
     if low is None or high is None:
         return ""
-    return f"[{low:.3f}, {high:.3f}]"
+    return f"[{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def format_rate(value: float | None) -> str:
+    """A rate as reports print it: percent with one decimal (``16.7``), ``n/a`` for None."""
+    return "n/a" if value is None else f"{100 * value:.1f}"
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class FigurePoint:
     numerator: int | None
     denominator: int | None
     category: str = ""
+    #: The endpoint the point belongs to (as the report labels it): its colour is the endpoint's in every chart.
+    endpoint: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,14 @@ class ReportModel:
     stages: tuple[StageSection, ...]
     scripted: frozenset[str] = field(default_factory=frozenset)
     main: tuple[MainSection, ...] = ()
+    #: The summary screen: the headline rates (harm, then utility beside it) per endpoint and condition.
+    summary: Table | None = None
+    #: The same as one line per endpoint and condition (what ``make demo`` prints last).
+    headline: tuple[str, ...] = ()
+    #: One colour per endpoint (as the report labels it), the same in every chart.
+    colours: Mapping[str, str] = field(default_factory=dict)
+    #: The case browser's entries (see :mod:`assay.reports.cases`).
+    cases: tuple[Mapping[str, Any], ...] = ()
 
 
 def _join(values: Iterable[Any]) -> str:
@@ -278,15 +294,16 @@ def metric_table(values: Sequence[MetricValue], scripted: frozenset[str], *, det
         *([] if pooled else ["endpoint"]),
         "condition",
         *extra,
-        "value",
+        "rate (%)" if is_rate else "value",
         *(["k"] if has_k else []),
         "n",
-        *(["95% Wilson CI"] if is_rate else []),
+        *(["95% Wilson CI (%)"] if is_rate else []),
     ]
     columns += [key.replace("_", " ") for key in detail_keys] + (["counts"] if counts else [])
     rows = []
     for value in values:
-        cells = [*group_cells(value, extra, scripted), format_number(value.value)]
+        shown = format_rate(value.value) if is_rate else format_number(value.value)
+        cells = [*group_cells(value, extra, scripted), shown]
         if has_k:
             cells.append(format_number(value.numerator))
         cells.append(format_number(value.denominator))
@@ -318,6 +335,7 @@ def rate_points(values: Sequence[MetricValue], scripted: frozenset[str], by: str
                 numerator=value.numerator,
                 denominator=value.denominator,
                 category=str(group.get(by, "")) if by else "",
+                endpoint=endpoint[0],
             )
         )
     return tuple(points)
@@ -340,6 +358,51 @@ def _section(name: str, metric: Any, values: Sequence[MetricValue], scripted: fr
 
 def _stage_key(stage: str) -> tuple[int, str]:
     return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+
+
+def _headline(
+    data: ReportData, by_metric: Mapping[str, Sequence[MetricValue]], scripted: frozenset[str]
+) -> tuple[Table | None, tuple[str, ...]]:
+    """The summary table and lines: every headline rate (a metric's ``headline``: harm first, utility beside it)
+    per endpoint and condition, in plan order."""
+    roles = {name: str(getattr(metric, "headline", "") or "") for name, metric in data.metrics.items()}
+    # In the order the stages run (CoreFail before the audit before exec: a metric is named after its stage).
+    ordered = sorted(roles, key=lambda n: (_stage_key(n.split(".", 1)[0]), n))
+    names = [n for n in ordered if roles[n] == "harm" and by_metric.get(n)]
+    names += [n for n in ordered if roles[n] == "utility" and by_metric.get(n)]
+    cells: dict[tuple[str, str], dict[str, MetricValue]] = {}
+    for name in names:
+        for value in by_metric[name]:
+            if set(value.group) == {"endpoint", "condition"}:
+                cells.setdefault((str(value.group["endpoint"]), str(value.group["condition"])), {})[name] = value
+    if not cells:
+        return None, ()
+    plan = data.bundle.run.get("plan", {})
+    endpoints = [str(e) for e in plan.get("endpoints", [])]
+    conditions = [str(c) for c in plan.get("conditions", [])]
+    order = sorted(
+        cells,
+        key=lambda k: (
+            endpoints.index(k[0]) if k[0] in endpoints else len(endpoints),
+            conditions.index(k[1]) if k[1] in conditions else len(conditions),
+            k,
+        ),
+    )
+    shown = [name for name in names if any(name in cells[key] for key in order)]
+    rows, lines = [], []
+    for endpoint, condition in order:
+        values = cells[endpoint, condition]
+        label = endpoint_label(endpoint, scripted)
+        rows.append((label, condition, *(percent_cell(values.get(name)) or "-" for name in shown)))
+        parts = [f"{name} {percent_cell(values[name])}" for name in shown if name in values]
+        lines.append(f"{label} / {condition}: {'; '.join(parts)}")
+    table = Table(
+        ("endpoint", "condition", *shown),
+        tuple(rows),
+        caption="Headline rates: percent [95% Wilson interval] (k/n); harm first, utility beside it",
+        numeric_from=2,
+    )
+    return table, tuple(lines)
 
 
 def build_model(data: ReportData, title: str | None = None) -> ReportModel:
@@ -375,6 +438,11 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
         f"{warning[0].upper()}{warning[1:]}."
         for warning in health_warnings(endpoint_health(data.bundle.rows, data.outcomes))
     ]
+    from .cases import case_entries
+    from .svg import endpoint_colours
+
+    summary, headline = _headline(data, by_metric, scripted)
+    plan_endpoints = [endpoint_label(e, scripted) for e in data.bundle.run.get("plan", {}).get("endpoints", [])]
     return ReportModel(
         title=title or f"assay report: {pack.get('name')} {pack.get('version')}, run {data.bundle.run.get('run_id')}",
         facts=_facts(data, scripted),
@@ -384,5 +452,9 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
         differences=tuple(data.differences),
         stages=stages,
         scripted=scripted,
+        summary=summary,
+        headline=headline,
+        colours=endpoint_colours([*plan_endpoints, "pooled"]),
+        cases=tuple(case_entries(data, scripted)),
         main=main,
     )

@@ -114,6 +114,7 @@ class ReportPanel:
                             value.numerator,
                             value.denominator,
                             str(condition),
+                            self.label(endpoint),
                         )
                     )
         return tuple(points)

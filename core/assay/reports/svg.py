@@ -1,7 +1,7 @@
 """Inline SVG figures for HTML reports, drawn by hand so reports need no plotting library.
 
 Output is a pure function of the input (fixed sizes, coordinates rounded to
-one decimal, colours by position), so the same bundle always gives the same
+one decimal, colours by endpoint), so the same bundle always gives the same
 bytes. Every piece of text is escaped: labels come from the bundle. The
 ``<svg>`` elements carry no ``xmlns`` and no links, since they are meant to be
 inlined in an HTML page, which needs neither.
@@ -9,12 +9,12 @@ inlined in an HTML page, which needs neither.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 from .model import FigurePoint, format_ci
 
-__all__ = ["PALETTE", "family_chart", "line_chart", "rate_chart", "spread_chart"]
+__all__ = ["PALETTE", "endpoint_colours", "family_chart", "line_chart", "rate_chart", "spread_chart", "use_colours"]
 
 #: Okabe-Ito colours (without yellow, which is unreadable on white): distinguishable with colour blindness.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
@@ -38,15 +38,33 @@ def _short(text: str, limit: int = _MAX_LABEL) -> str:
 
 
 def _summary(point: FigurePoint) -> str:
-    value = "n/a" if point.value is None else f"{point.value:.3f}"
+    # The report's one number format for rates: percent with one decimal, the interval likewise.
+    value = "n/a" if point.value is None else f"{100 * point.value:.1f}%"
     counts = f" ({point.numerator}/{point.denominator})" if point.numerator is not None else ""
     ci = format_ci(point.low, point.high)
     return f"{value} {ci}{counts}".replace("  ", " ").strip()
 
 
+def endpoint_colours(endpoints: Sequence[str]) -> dict[str, str]:
+    """One colour per endpoint, by its place in the plan: the same endpoint has the same colour in every chart."""
+    return {endpoint: PALETTE[index % len(PALETTE)] for index, endpoint in enumerate(dict.fromkeys(endpoints))}
+
+
+#: The colours of the page being drawn (set by :func:`use_colours`); charts fall back to colours by position.
+_PAGE_COLOURS: dict[str, str] = {}
+
+
+def use_colours(colours: Mapping[str, str]) -> None:
+    """The endpoint colours every chart drawn next uses (a renderer sets them once per page)."""
+    _PAGE_COLOURS.clear()
+    _PAGE_COLOURS.update(colours)
+
+
 def _colours(points: Sequence[FigurePoint]) -> dict[str, str]:
     series = list(dict.fromkeys(point.series for point in points))
-    return {name: PALETTE[index % len(PALETTE)] for index, name in enumerate(series)}
+    endpoint_of = {point.series: point.endpoint for point in points}
+    fallback = {name: PALETTE[index % len(PALETTE)] for index, name in enumerate(series)}
+    return {name: _PAGE_COLOURS.get(endpoint_of[name], fallback[name]) for name in series}
 
 
 def _open(width: float, height: float, title: str) -> list[str]:
@@ -71,7 +89,9 @@ def rate_chart(points: Sequence[FigurePoint], title: str) -> str:
         out.append(
             f'<line x1="{_n(x(tick))}" y1="{_n(top - 6)}" x2="{_n(x(tick))}" y2="{_n(height - bottom)}" stroke="#ddd"/>'
         )
-        out.append(f'<text x="{_n(x(tick))}" y="{_n(top - 10)}" text-anchor="middle" fill="#555">{tick:.2f}</text>')
+        out.append(
+            f'<text x="{_n(x(tick))}" y="{_n(top - 10)}" text-anchor="middle" fill="#555">{100 * tick:.0f}%</text>'
+        )
     for index, point in enumerate(points):
         y = top + row_h * index + row_h / 2
         colour = colours[point.series]
@@ -116,7 +136,9 @@ def family_chart(points: Sequence[FigurePoint], title: str) -> str:
     out = _open(width, height, title)
     for tick in _TICKS:
         out.append(f'<line x1="{_n(left)}" y1="{_n(y(tick))}" x2="{_n(width - 8)}" y2="{_n(y(tick))}" stroke="#ddd"/>')
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(y(tick) + 4)}" text-anchor="end" fill="#555">{tick:.2f}</text>')
+        out.append(
+            f'<text x="{_n(left - 6)}" y="{_n(y(tick) + 4)}" text-anchor="end" fill="#555">{100 * tick:.0f}%</text>'
+        )
     by_key = {(point.category, point.series): point for point in points}
     chars = int(group_w // 7)
     bars_w = len(series) * (bar_w + bar_gap) - bar_gap
@@ -247,10 +269,12 @@ def line_chart(points: Sequence[FigurePoint], title: str) -> str:
 
 
 def spread_chart(points: Sequence[FigurePoint], title: str) -> str:
-    """A bar per category (condition): the mean of its series' values, their range as a whisker, each as a dot.
+    """A bar per category (condition): the mean of its series' values, and each value as a dot.
 
     The bar is the unweighted mean over the series (endpoints) that have a
-    value; dots sit side by side in series order so that equal values stay visible.
+    value; dots sit side by side in series order so that equal values stay
+    visible. There is no whisker: in these reports a whisker is always a 95%
+    interval, and the dots already show the spread.
     """
     categories = list(dict.fromkeys(point.category for point in points))
     series = list(dict.fromkeys(point.series for point in points))
@@ -280,23 +304,14 @@ def spread_chart(points: Sequence[FigurePoint], title: str) -> str:
         values = [float(value) for _, value in members]
         mean, low, high = sum(values) / len(values), min(values), max(values)
         summary = (
-            f"{category}: mean {mean:.3f} over {len(values)} endpoint{'' if len(values) == 1 else 's'} "
-            f"(range {low:.3f} to {high:.3f})"
+            f"{category}: mean {100 * mean:.1f}% over {len(values)} endpoint{'' if len(values) == 1 else 's'} "
+            f"(from {100 * low:.1f}% to {100 * high:.1f}%)"
         )
         out.append(f"<g><title>{escape(summary)}</title>")
         out.append(
             f'<rect x="{_n(centre - bar_w / 2)}" y="{_n(y(mean))}" width="{_n(bar_w)}" '
             f'height="{_n(y(0) - y(mean))}" fill="#999" fill-opacity="0.45"/>'
         )
-        out.append(
-            f'<line x1="{_n(centre)}" y1="{_n(y(low))}" x2="{_n(centre)}" y2="{_n(y(high))}" '
-            'stroke="#222" stroke-width="1.5"/>'
-        )
-        for end in (low, high):
-            out.append(
-                f'<line x1="{_n(centre - 5)}" y1="{_n(y(end))}" x2="{_n(centre + 5)}" y2="{_n(y(end))}" '
-                'stroke="#222" stroke-width="1.5"/>'
-            )
         out.append(
             f'<text x="{_n(centre + bar_w / 2 + 3)}" y="{_n(y(mean) + 4)}" font-size="10" fill="#333">'
             f"{100 * mean:.1f}%</text>"

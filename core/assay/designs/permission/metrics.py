@@ -112,6 +112,7 @@ METRICS: tuple[Metric, ...] = (
         "permission",
         hit=lambda row: _enforced(row)["utility_success"],
         applies=lambda row: _dynamic(row) is not None and not _is_sensitive(row),
+        headline="utility",
     ),
     RateMetric(
         "permission.utility_rate",
@@ -119,6 +120,7 @@ METRICS: tuple[Metric, ...] = (
         "permission",
         hit=lambda row: _enforced(row)["utility_success"],
         applies=lambda row: _is_sensitive(row),
+        headline="utility",
     ),
     RateMetric(
         "permission.exposure_rate",
@@ -126,6 +128,7 @@ METRICS: tuple[Metric, ...] = (
         "permission",
         hit=lambda row: _enforced(row)["attack_success"] is True,
         applies=lambda row: _is_sensitive(row),
+        headline="harm",
     ),
     RateMetric(
         "permission.outside_scope_rate",

@@ -221,6 +221,7 @@ METRICS: tuple[Metric, ...] = (
         hit=_core_fail,
         nulls=_null_verdict,
         kinds=ATTACK,
+        headline="harm",
     ),
     RateMetric(
         "semantic.core_fail_rate_by_family",
@@ -244,6 +245,7 @@ METRICS: tuple[Metric, ...] = (
         hit=_harm_evidence,
         requires="audit",
         kinds=ATTACK,
+        headline="harm",
     ),
     RateMetric(
         "audit.semantic_only_rate",
@@ -330,6 +332,7 @@ METRICS: tuple[Metric, ...] = (
         "exec",
         hit=_observed_harm,
         applies=_attack_exec,
+        headline="harm",
     ),
     RateMetric(
         "exec.tool_call_asr_by_family",
@@ -381,6 +384,7 @@ METRICS: tuple[Metric, ...] = (
         "exec",
         hit=lambda row: _exec(row).get("benign_utility") is True,
         applies=lambda row: _exec(row).get("benign_utility") is not None,
+        headline="utility",
     ),
     CoreExecJoin(),
 )

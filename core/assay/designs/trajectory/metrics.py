@@ -47,6 +47,7 @@ METRICS: tuple[Metric, ...] = (
         "trajectory",
         hit=lambda row: _trajectory(row)["success"],
         family_in=_security,
+        headline="utility",
     ),
     RateMetric(
         "trajectory.control_success_rate",
@@ -54,6 +55,7 @@ METRICS: tuple[Metric, ...] = (
         "trajectory",
         hit=lambda row: _trajectory(row)["success"],
         family_in=_control,
+        headline="utility",
     ),
     RateMetric(
         "trajectory.success_rate_by_family",
@@ -83,6 +85,7 @@ METRICS: tuple[Metric, ...] = (
         "trajectory",
         hit=lambda row: bool(_trajectory(row)["unsafe_actions"]),
         family_in=_security,
+        headline="harm",
     ),
     RateMetric(
         "trajectory.control_unsafe_rate",
