@@ -69,8 +69,15 @@ endef
 install: venv system-tools
 	$(call install_once,demo,local)
 
+# every-eval-ever declares Python >= 3.12, but its validator (pydantic, jsonschema, rich, all here) runs on
+# 3.11 as it stands; its other dependencies (pandas, duckdb, matplotlib, ...) serve converters assay does not use.
+# So it is installed without them, for the export tests that run its validator on assay's records.
+EEE := every-eval-ever==0.3.0
+
 install-test: venv system-tools test-tools
-	$(call install_once,test,test$(comma)dev$(comma)local$(comma)ray)
+	$(call install_once,test,test$(comma)dev$(comma)local$(comma)ray$(comma)interop)
+	@$(BIN)/python -c "import every_eval_ever.validator.validate" 2>/dev/null || \
+	  $(PIP) install --quiet --no-deps --ignore-requires-python '$(EEE)'
 
 demo: install
 	$(BIN)/python -m assay.demo --out $(OUT)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,8 @@ def main() -> int:
     parser.add_argument("--registry", type=Path, default=REPO / "registry", help="registry to submit to")
     args = parser.parse_args()
     assay = [sys.executable, "-m", "assay.cli"]
+    # The runs record their times: at the submission's fixed time, rebuilding changes nothing that did not change.
+    os.environ.setdefault("SOURCE_DATE_EPOCH", "1764590400")
     index = args.registry / "bundles" / "index.json"
     previous = json.loads(index.read_text()) if index.exists() else {"spec_version": "1.0", "bundles": []}
     for stored in previous["bundles"]:  # start again from an empty board: the runs below are the whole of it

@@ -64,6 +64,11 @@ TIER_FIXTURES = {
 #: Markers under which a test may start child processes.
 SPAWNING = frozenset(TIER_FIXTURES.values())
 
+# Runs record when they started and finished; at a fixed build time (SOURCE_DATE_EPOCH, as reproducible builds
+# set it) two runs of the same scripted inputs give byte-identical bundles, which the determinism tests compare.
+# Children inherit it. tests/test_run_times.py checks the clock without it.
+os.environ.setdefault("SOURCE_DATE_EPOCH", "1764547200")
+
 # Property tests: `make check` loads the `check` profile (HYPOTHESIS_PROFILE=check) for a quick, repeatable pass;
 # `make test` runs each test's own number of examples (see examples()), freshly drawn.
 settings.register_profile("check", max_examples=10, deadline=None, derandomize=True)

@@ -11,6 +11,7 @@ def register_commands(register: Register) -> None:
     # Imported here so that loading plugins does not import click commands
     # until commands are actually wanted.
     from ..cli.compare_cmd import compare_command
+    from ..cli.export_cmd import export_command
     from ..cli.hash_cmd import hash_command
     from ..cli.leaderboard_cmd import leaderboard_command
     from ..cli.pack_cmd import pack_command
@@ -25,6 +26,7 @@ def register_commands(register: Register) -> None:
 
     for command in (
         compare_command,
+        export_command,
         hash_command,
         keygen_command,
         leaderboard_command,

@@ -47,7 +47,7 @@ from .runtime import ENGINE_ENDPOINT_OPTIONS, Job, Runtime
 from .specs import ComponentSpec, parse_spec
 from .stages import stage_order
 
-__all__ = ["RunOutcome", "RunSettings", "execute_run"]
+__all__ = ["RunOutcome", "RunSettings", "execute_run", "run_timestamp"]
 
 _PLUGIN_SWITCHES = ("ASSAY_PLUGINS", "ASSAY_BLOCK_PLUGINS", "ASSAY_DISABLE_PLUGIN_AUTOLOAD")
 
@@ -419,6 +419,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         **({"options": given} if (given := {k: v for k, v in sorted(option_values.items()) if v is not None}) else {}),
     }
     _check_identity(out, state, identity, settings.resume)
+    run_timestamp()  # a malformed SOURCE_DATE_EPOCH is a usage error now, not after the run
     factories = _endpoint_factories(endpoints, option_values, host)
     for _, make in factories:
         make()  # a backend refusing its options (UsageError) refuses the run here, before anything is written
@@ -430,6 +431,34 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         return _execute(settings, host, pack, plan, job, endpoints, executor, executor_spec, excluded, identity)
     finally:
         os.close(lock)
+
+
+def run_timestamp() -> str:
+    """Now, RFC 3339 UTC to the second; ``SOURCE_DATE_EPOCH`` instead when set (a reproducible build's time), so
+    the same scripted run gives a byte-identical bundle."""
+    import datetime
+    import time
+
+    fixed = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    try:
+        seconds = int(fixed) if fixed else int(time.time())
+    except ValueError:
+        raise UsageError(f"SOURCE_DATE_EPOCH={fixed!r}: expected whole seconds since 1970") from None
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _started_at(state: Path) -> str:
+    """When the run first started: recorded in its state on the first invocation, kept by every resume."""
+    path = state / "started_at"
+    try:
+        recorded = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        recorded = ""
+    if len(recorded) == 20 and recorded.endswith("Z"):
+        return recorded
+    started = run_timestamp()
+    write_bytes_atomic(path, started.encode("ascii"))
+    return started
 
 
 def _check_identity(out: Path, state: Path, identity: Mapping[str, Any], resume: bool) -> None:
@@ -524,6 +553,7 @@ def _execute(
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another --out") from None
     resumed = len(log.rows)
+    started_at = _started_at(state)
     pending = [item for item in plan.items() if item.ident() not in log]
     progress = Progress(len(plan), done=len(plan) - len(pending), enabled=settings.progress)
     runtime = Runtime(job, host)
@@ -536,6 +566,7 @@ def _execute(
         for endpoint_id, spec in endpoints
     }
     manifest = _run_manifest(run_id, pack, plan, host, runtime, settings, executor_spec, public_options)
+    manifest["started_at"] = started_at
 
     def sink(item: WorkItem, row: dict[str, Any]) -> None:
         log.append(item.ident(), row)
@@ -557,6 +588,7 @@ def _execute(
         )
 
     # Seal: rows in plan order, exactly the bytes the log holds.
+    manifest["finished_at"] = run_timestamp()
     ordered = [log.rows[item.ident()] for item in plan.items()]
     rows = [orjson.loads(line) for line in ordered]
     context = MetricContext(plan=plan.to_json(), cases=pack.cases_by_id())

@@ -66,6 +66,12 @@ class ReportData:
     sections: Mapping[str, Any] = field(default_factory=dict)  # the registered report sections, by name
     outcomes: Mapping[str, Any] = field(default_factory=dict)  # the registered outcomes, by name (health checks)
     cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the pack's cases by id, when at hand
+    case_kinds: Mapping[str, str] = field(default_factory=dict)  # case id -> its family's kind (attack, benign, ...)
+
+    def applies(self, outcome: Any, row: Mapping[str, Any]) -> bool:
+        """Whether a registered outcome is over this row's case (its ``kinds``; an unknown case is over none)."""
+        kinds = tuple(getattr(outcome, "kinds", ()) or ())
+        return not kinds or self.case_kinds.get(str(row["key"]["case_id"])) in kinds
 
     @property
     def reproduced(self) -> bool:
@@ -244,8 +250,10 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
             ) from exc
     differences = claim_differences(bundle.claims, values, set(metrics))
     sections = registry.items("report_sections")
+    family_kinds = {name: family.kind for name, family in registry.items("families").items()}
+    kinds = {case_id: family_kinds.get(str(case.get("family")), "unknown") for case_id, case in cases.items()}
     return ReportData(
-        bundle, tuple(values), metrics, families, tuple(differences), sections, registry.items("outcomes"), cases
+        bundle, tuple(values), metrics, families, tuple(differences), sections, registry.items("outcomes"), cases, kinds
     )
 
 

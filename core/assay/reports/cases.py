@@ -91,7 +91,7 @@ def case_entries(data: ReportData, scripted: frozenset[str]) -> list[dict[str, A
                 "outcomes": {
                     name: value
                     for name, outcome in sorted(data.outcomes.items())
-                    if (value := _outcome_value(outcome, row)) is not None
+                    if data.applies(outcome, row) and (value := _outcome_value(outcome, row)) is not None
                 },
                 "errors": _bounded([dict(error) for error in row.get("errors") or [] if isinstance(error, Mapping)]),
                 "detail": _bounded(
