@@ -246,3 +246,16 @@ def test_long_commands_show_progress_on_a_terminal(children, confinement, tmp_pa
     assert run.returncode == 0
     code, shown = _on_a_terminal("validate", str(tmp_path / "o" / "bundle"))
     assert code == 0 and "assay validate: validating" in shown, shown
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pack", "check", "example", "--concurrency", "0"),  # a semaphore of 0 waited for ever
+        ("review", "export", "no-bundle", "--out", "x", "--sample", "0"),
+        ("review", "export", "no-bundle", "--out", "x", "--seed", "-1"),
+    ],
+)
+def test_other_commands_refuse_impossible_numbers_too(cli, tmp_path, args):
+    result = cli(*args, cwd=tmp_path)
+    assert result.returncode == 2 and "is not in the range" in _one_error_line(result)

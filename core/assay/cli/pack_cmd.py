@@ -33,7 +33,7 @@ def lock_command(path: Path) -> None:
 @pack_command.command("check")
 @click.argument("pack")
 @click.option("--sandbox", default="local", show_default=True, help="Sandbox plugin for the stages that use one.")
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.pass_context
 def check_command(ctx: click.Context, pack: str, sandbox: str, concurrency: int) -> None:
     """Check PACK (an installed pack name or a pack directory) with each of its stages' own check.

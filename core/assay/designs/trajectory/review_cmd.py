@@ -28,9 +28,13 @@ def review_command() -> None:
     required=True,
     help="Folder for packets/, key.json and labels.template.json.",
 )
-@click.option("--sample", type=int, help="Review a seeded sample of N rows instead of all.")
+@click.option("--sample", type=click.IntRange(min=1), help="Review a seeded sample of N rows instead of all.")
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the sample, the shuffle and the packet names."
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the sample, the shuffle and the packet names.",
 )
 def export_command(bundle: Path, out: Path, sample: int | None, seed: int) -> None:
     """Write blind packets: no condition, endpoint, original label, grounding or checker reason."""
