@@ -21,14 +21,12 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..bundle import write_bytes_atomic
 from ..reports._load import ReportData
 
-__all__ = ["EEE_SCHEMA_VERSION", "eee_records", "write_eee_records"]
+__all__ = ["EEE_SCHEMA_VERSION", "eee_records"]
 
 #: The Every Eval Ever schema version these records follow.
 EEE_SCHEMA_VERSION = "0.3.0"
@@ -168,13 +166,3 @@ def eee_records(data: ReportData) -> list[tuple[str, dict[str, Any]]]:
         }
         records.append((f"data/{collection}/{developer}/{model_name}/{record_id}.json", record))
     return records
-
-
-def write_eee_records(data: ReportData, out: Path) -> list[Path]:
-    """Write every record under ``out`` (its ``data/...`` layout, atomically); the paths written."""
-    written = []
-    for relative, record in eee_records(data):
-        path = out / relative
-        write_bytes_atomic(path, (json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
-        written.append(path)
-    return written

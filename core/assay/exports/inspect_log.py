@@ -17,14 +17,12 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..bundle import write_bytes_atomic
 from ..reports._load import ReportData
 
-__all__ = ["inspect_logs", "write_inspect_logs"]
+__all__ = ["inspect_logs"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -233,13 +231,3 @@ def inspect_logs(data: ReportData) -> list[tuple[str, dict[str, Any]]]:
         stamp = _time(run.get("started_at")).replace(":", "-")
         logs.append((f"{stamp}_{_UNSAFE.sub('-', task)}_{eval_id}.json", log))
     return logs
-
-
-def write_inspect_logs(data: ReportData, out: Path) -> list[Path]:
-    """Write every log under ``out`` (atomically); the paths written."""
-    written = []
-    for name, log in inspect_logs(data):
-        path = out / name
-        write_bytes_atomic(path, (json.dumps(log, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode())
-        written.append(path)
-    return written
