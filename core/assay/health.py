@@ -15,12 +15,20 @@ read only the rows, so the run, the report and the validator say the same:
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_ERROR_RATE", "EndpointHealth", "endpoint_health", "error_rate_problems", "health_warnings"]
+__all__ = [
+    "DEFAULT_MAX_ERROR_RATE",
+    "EndpointHealth",
+    "HealthTally",
+    "endpoint_health",
+    "error_rate_problems",
+    "health_warnings",
+]
 
 #: The share of an endpoint's rows that may be error rows before a run fails (``--max-error-rate``).
 DEFAULT_MAX_ERROR_RATE = 0.10
@@ -93,50 +101,83 @@ def _unparseable_calls(row: Mapping[str, Any]) -> tuple[bool, bool]:
     return bool(calls), any(call.get("valid") is False for call in calls)
 
 
+class HealthTally:
+    """The counts :class:`EndpointHealth` is made of, taken one row at a time.
+
+    A validator streams a large bundle's rows and keeps only what its metrics
+    read; it adds each whole row here as it goes. Answers are counted by
+    digest, so a bundle of long answers costs a few bytes per distinct one.
+    """
+
+    def __init__(self, outcomes: Mapping[str, Any]) -> None:
+        self._utility = {name: o for name, o in sorted(outcomes.items()) if getattr(o, "utility", False)}
+        self._endpoints: dict[str, dict[str, Any]] = {}
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Count one row."""
+        endpoint = str(row["key"]["endpoint"])
+        tally = self._endpoints.setdefault(
+            endpoint,
+            {"rows": 0, "errors": 0, "first_error": None, "answered": 0, "empty": 0, "answers": Counter(),
+             "calling": 0, "unparseable": 0, "utility": {}, "scripted": False},
+        )  # fmt: skip
+        tally["rows"] += 1
+        tally["scripted"] = tally["scripted"] or bool(row.get("scripted"))
+        if row.get("errors"):
+            tally["errors"] += 1
+            if tally["first_error"] is None:
+                first = row["errors"][0]
+                tally["first_error"] = str(first.get("message", "") if isinstance(first, Mapping) else first)
+            return
+        tally["answered"] += 1
+        answer = _answer(row)
+        if answer:
+            tally["answers"][hashlib.sha256(answer.encode("utf-8", "surrogatepass")).digest()] += 1
+        else:
+            tally["empty"] += 1
+        made, bad = _unparseable_calls(row)
+        tally["calling"] += made
+        tally["unparseable"] += made and bad
+        for name, outcome in self._utility.items():
+            value = outcome.of(row)
+            if value is not None:
+                counts = tally["utility"].setdefault((name, str(row["key"]["condition"])), [0, 0])
+                counts[0] += bool(value)
+                counts[1] += 1
+
+    def result(self) -> list[EndpointHealth]:
+        """One :class:`EndpointHealth` per endpoint, in the order the rows first named them."""
+        found = []
+        for endpoint, t in self._endpoints.items():
+            common = t["answers"].most_common(1)
+            found.append(
+                EndpointHealth(
+                    endpoint=endpoint,
+                    rows=t["rows"],
+                    error_rows=t["errors"],
+                    first_error=t["first_error"],
+                    answered=t["answered"],
+                    empty=t["empty"],
+                    same_answer=common[0][1] if common else 0,
+                    calling=t["calling"],
+                    unparseable_calls=t["unparseable"],
+                    utility=tuple((name, condition, hits, n) for (name, condition), (hits, n) in t["utility"].items()),
+                    scripted=t["scripted"],
+                )
+            )
+        return found
+
+
 def endpoint_health(rows: Sequence[Mapping[str, Any]], outcomes: Mapping[str, Any]) -> list[EndpointHealth]:
     """One :class:`EndpointHealth` per endpoint, in the order the rows first name them.
 
     ``outcomes`` are the registered outcomes (name -> :class:`assay.api.Outcome`);
     those marked ``utility`` are checked per condition.
     """
-    utility_outcomes = {name: outcome for name, outcome in outcomes.items() if getattr(outcome, "utility", False)}
-    by_endpoint: dict[str, list[Mapping[str, Any]]] = {}
+    tally = HealthTally(outcomes)
     for row in rows:
-        by_endpoint.setdefault(str(row["key"]["endpoint"]), []).append(row)
-    found = []
-    for endpoint, members in by_endpoint.items():
-        failed = [row for row in members if row.get("errors")]
-        answered = [row for row in members if not row.get("errors")]
-        answers = [_answer(row) for row in answered]
-        common = Counter(answer for answer in answers if answer).most_common(1)
-        calls = [_unparseable_calls(row) for row in answered]
-        utility = []
-        for name, outcome in sorted(utility_outcomes.items()):
-            per_condition: dict[str, list[int]] = {}
-            for row in answered:
-                value = outcome.of(row)
-                if value is None:
-                    continue
-                counts = per_condition.setdefault(str(row["key"]["condition"]), [0, 0])
-                counts[0] += bool(value)
-                counts[1] += 1
-            utility += [(name, condition, hits, n) for condition, (hits, n) in sorted(per_condition.items())]
-        found.append(
-            EndpointHealth(
-                endpoint=endpoint,
-                rows=len(members),
-                error_rows=len(failed),
-                first_error=str(failed[0]["errors"][0].get("message", "")) if failed else None,
-                answered=len(answered),
-                empty=sum(1 for answer in answers if not answer),
-                same_answer=common[0][1] if common else 0,
-                calling=sum(1 for made, _ in calls if made),
-                unparseable_calls=sum(1 for made, bad in calls if made and bad),
-                utility=tuple(utility),
-                scripted=any(row.get("scripted") for row in members),
-            )
-        )
-    return found
+        tally.add(row)
+    return tally.result()
 
 
 def error_rate_problems(health: Sequence[EndpointHealth], max_error_rate: float) -> list[str]:

@@ -21,7 +21,7 @@ from ..bundle import BUNDLE_MANIFEST
 from ..components import MetricContext
 from ..documents import SourceDocument
 from ..hashing import digest_document, digest_file
-from ..health import endpoint_health, health_warnings
+from ..health import HealthTally, health_warnings
 from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_schemas
@@ -341,9 +341,10 @@ def _check_contents(
     # While a child re-derives, only what the metrics read is held of each row (the parent's share of the
     # re-derivation reads its rows again, whole): most of a row is its transcript, which the metrics never read.
     keep = members_read(registry) if rederiving is not None and rederiving.forked and not replay else None
+    health = HealthTally(registry.items("outcomes"))
     try:
         rows = _check_rows(
-            rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, keep, outcome_checks
+            rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, keep, outcome_checks, health
         )
         if rows is None:
             return
@@ -364,7 +365,7 @@ def _check_contents(
             )
         report.facts["rows"] = len(rows)
         # Not problems (a dead endpoint's rows are a faithful record), but the summary must not read as a clean run.
-        report.facts["health_warnings"] = health_warnings(endpoint_health(rows, registry.items("outcomes")))
+        report.facts["health_warnings"] = health_warnings(health.result())
         cases = pack.cases_by_id() if pack is not None and case_index else {}
         _check_metrics(manifest, bundle_doc, metrics_path, run, run_doc, run_rel, cases, rows, name, report, registry)
     finally:
@@ -784,6 +785,7 @@ def _check_rows(
     offsets: list[int] | None = None,
     keep: frozenset[str] | None = None,
     outcome_checks: Mapping[str, CompiledSchema] | None = None,
+    health: HealthTally | None = None,
 ) -> list[dict[str, Any]] | None:
     """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded).
 
@@ -791,7 +793,8 @@ def _check_rows(
     returned row. With ``keep``, a returned row holds only those members (what
     the metrics read): the rest of a large bundle is let go as it is read.
     ``outcome_checks`` are the outcome schemas of the plugins' stages the run
-    planned (see :func:`_extension_stages`).
+    planned (see :func:`_extension_stages`). ``health`` counts every returned
+    row whole, before ``keep`` strips it (see :mod:`assay.health`).
     """
     plan = run["plan"]
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
@@ -975,6 +978,8 @@ def _check_rows(
                     "unknown-judge",
                     counts,
                 )
+        if health is not None:
+            health.add(row)
         rows.append(row if members is None else {member: row[member] for member in members if member in row})
         if lines is not None:
             lines.append(number)
