@@ -259,3 +259,11 @@ def test_long_commands_show_progress_on_a_terminal(children, confinement, tmp_pa
 def test_other_commands_refuse_impossible_numbers_too(cli, tmp_path, args):
     result = cli(*args, cwd=tmp_path)
     assert result.returncode == 2 and "is not in the range" in _one_error_line(result)
+
+
+def test_a_dead_judge_backend_stops_the_run_too(cli, tmp_path):
+    judge = "llm:backend=openai,model=j,base_url=http://127.0.0.1:9/v1"
+    result = cli(*BASE, "--endpoint", "scripted:comply", "--judge", judge, "--out", str(tmp_path / "o"))
+    line = _one_error_line(result)
+    assert result.returncode == 1 and "endpoint judge-openai failed its preflight request" in line, line
+    assert not (tmp_path / "o").exists()

@@ -420,7 +420,8 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     }
     _check_identity(out, state, identity, settings.resume)
     run_timestamp()  # a malformed SOURCE_DATE_EPOCH is a usage error now, not after the run
-    factories = _endpoint_factories(endpoints, option_values, host)
+    judged = any(stage is not None and "judge" in stage.uses for stage in planned)
+    factories = _endpoint_factories(endpoints, option_values, host, settings.judge if judged else None)
     for _, make in factories:
         make()  # a backend refusing its options (UsageError) refuses the run here, before anything is written
     if settings.preflight:
@@ -481,18 +482,47 @@ def _check_identity(out: Path, state: Path, identity: Mapping[str, Any], resume:
         raise UsageError(f"{identity_path}: not a run identity; choose another --out") from None
 
 
+def _judge_endpoints(spec_text: str, host: PluginHost) -> list[tuple[str, str, dict[str, str]]]:
+    """The endpoints a judge spec would build (an ``llm`` judge's backend), without building them: the judge
+    plugin is asked for an instance whose ``make_endpoint`` only records what it was asked for. A judge that
+    refuses its options refuses the run here (UsageError)."""
+    spec = parse_spec(spec_text, what="judge")
+    plugin = host.registry.get("judges", spec.plugin)
+    wanted: list[tuple[str, str, dict[str, str]]] = []
+    if plugin is None:
+        return wanted
+
+    def record(backend: str, options: Mapping[str, str]) -> None:
+        if host.registry.get("backends", backend) is None:
+            raise UsageError(f"judge {spec_text!r}: backend {backend!r} is not a registered plugin")
+        wanted.append((f"judge-{backend}", backend, dict(options)))
+
+    plugin.instance(dict(spec.options), record)
+    return wanted
+
+
 def _endpoint_factories(
-    endpoints: Sequence[tuple[str, ComponentSpec]], option_values: Mapping[str, str | None], host: PluginHost
+    endpoints: Sequence[tuple[str, ComponentSpec]],
+    option_values: Mapping[str, str | None],
+    host: PluginHost,
+    judge: str | None = None,
 ) -> list[tuple[str, Any]]:
-    """(id, factory) of every endpoint the run will call: its --endpoint ones and its stages' endpoint options."""
-    endpoint_options = {
-        option.name for stage in host.registry.items("stages").values() for option in stage.options if option.endpoint
-    }
+    """(id, factory) of every endpoint the run will call: its --endpoint ones, its stages' endpoint options and
+    the backends of its judges (``judge``, the run's, when a planned stage uses it, and judge options)."""
+    stage_options = [option for stage in host.registry.items("stages").values() for option in stage.options]
+    endpoint_options = {option.name for option in stage_options if option.endpoint}
+    judge_options = {option.name for option in stage_options if option.judge}
     specs = [(endpoint_id, spec.plugin, dict(spec.options)) for endpoint_id, spec in endpoints]
     for name, value in sorted(option_values.items()):
         if name in endpoint_options and value is not None and value not in {s.text for _, s in endpoints}:
             parsed = parse_spec(value, what=name.replace("_", " "))
             specs.append((name.replace("_", "-"), parsed.plugin, dict(parsed.options)))
+    judges = [judge] if judge else []
+    judges += [value for name, value in sorted(option_values.items()) if name in judge_options and value]
+    for text in dict.fromkeys(judges):
+        for found in _judge_endpoints(text, host):
+            if found not in specs:
+                specs.append(found)
 
     def factory(endpoint_id: str, backend_name: str, options: dict[str, str]) -> Any:
         backend = host.registry.get("backends", backend_name)
