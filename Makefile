@@ -61,7 +61,7 @@ define install_once
 	if [ ! -f $$stamp ] || [ -n "$$(find pyproject.toml plugins -newer $$stamp -type f -not -path '*/__pycache__/*' -print -quit)" ]; then \
 	  echo "installing assay[$(2)] and the first-party packs into $(VENV)"; \
 	  $(PIP) install --quiet -e '.[$(2)]' && \
-	  $(PIP) install --quiet --force-reinstall --no-deps $(PACKS) && \
+	  $(PIP) install --quiet --force-reinstall --no-deps $(PACKS) $(3) && \
 	  touch $$stamp; \
 	fi
 endef
@@ -74,8 +74,16 @@ install: venv system-tools
 # So it is installed without them, for the export tests that run its validator on assay's records.
 EEE := every-eval-ever==0.3.0
 
+# The AgentDojo plugin (its own distribution, with agentdojo and what that needs) is installed for the tests: with
+# the first-party packs, then (assay being installed by then, so pip never looks for it) its dependencies. Its packs
+# are generated from the installed agentdojo once, here, into the user's cache (~/.cache/assay-agentdojo), so that
+# no test pays for it.
+AGENTDOJO := ./plugins/assay-agentdojo
+
 install-test: venv system-tools test-tools
-	$(call install_once,test,test$(comma)dev$(comma)local$(comma)ray$(comma)interop)
+	$(call install_once,test,test$(comma)dev$(comma)local$(comma)ray$(comma)interop,$(AGENTDOJO))
+	@$(BIN)/python -c "import agentdojo" 2>/dev/null || $(PIP) install --quiet $(AGENTDOJO)
+	@$(BIN)/python -c "from assay_agentdojo.packs import generated_root; generated_root()"
 	@$(BIN)/python -c "import every_eval_ever.validator.validate" 2>/dev/null || \
 	  $(PIP) install --quiet --no-deps --ignore-requires-python '$(EEE)'
 

@@ -34,7 +34,13 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   (``Stage.replayer``): :class:`ReplaySetup`, :class:`Replayed` (see
   :mod:`assay.rederive`).
 * Statistics a metric reports with: :func:`rate` and :func:`wilson_interval`
-  (the helpers the built-in metrics use).
+  (the helpers the built-in metrics use), :func:`mcnemar_exact` and
+  :func:`holm_adjust` (paired tests between conditions).
+* A condition's document: :func:`policy_document` (a defense policy with its
+  digest filled in, for :class:`Defense`).
+* A pack a plugin writes itself (generated from another benchmark's data, say):
+  :func:`lock_manifest` fills in its manifest's file lists and digest, as
+  ``assay pack lock`` does.
 * Errors: :class:`BackendError` (a model call failed for good),
   :class:`UsageError` (bad options, one line for the user), :class:`PluginError`.
 """
@@ -78,9 +84,10 @@ from .engine.messages import ChatRequest, ChatResponse
 from .engine.stages.context import StageContext
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
-from .packs import Pack
+from .packs import Pack, lock_manifest
+from .policies import policy_document
 from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, ReplaySetup, run_deterministic
-from .stats import rate, wilson_interval
+from .stats import holm_adjust, mcnemar_exact, rate, wilson_interval
 
 if TYPE_CHECKING:
     from .reports.compare import Selector
@@ -154,7 +161,11 @@ __all__ = [
     "Table",
     "Tool",
     "UsageError",
+    "holm_adjust",
     "hookimpl",
+    "lock_manifest",
+    "mcnemar_exact",
+    "policy_document",
     "rate",
     "run_deterministic",
     "wilson_interval",

@@ -74,6 +74,11 @@ class Family:
     is the default); ``default_labels`` fill a case's multi-label metadata
     where it is silent. ``scripted_rate`` (optional) is the share of the
     family's cases the ``scripted:mixed`` reference agent complies with.
+    ``conditions`` (optional) are the conditions a run of the family's cases
+    uses when it names none: a run whose cases all belong to families that
+    name some runs the union of those, in the order given, instead of the
+    registered defaults (a benchmark whose attack is itself a condition
+    names its headline attack here).
     """
 
     name: str
@@ -84,6 +89,7 @@ class Family:
     default_labels: Mapping[str, Any] = field(default_factory=dict)
     stages: tuple[str, ...] = ()
     scripted_rate: float | None = None
+    conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

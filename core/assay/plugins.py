@@ -225,7 +225,7 @@ def _reference_problems(registry: Registry) -> list[str]:
 
     problems = []
     kinds, stages = set(registry.names("case_kinds")), registry.items("stages")
-    channels = set(registry.names("channels"))
+    channels, defenses = set(registry.names("channels")), set(registry.names("defenses"))
     for kind, spec_names in (("case_kinds", CASE_KINDS), ("channels", CHANNELS), ("stages", STAGES)):
         for registration in registry.registrations(kind):
             if registration.name not in spec_names and not is_extension_name(registration.name):
@@ -275,6 +275,7 @@ def _reference_problems(registry: Registry) -> list[str]:
             ("case kind", (family.kind,), kinds),
             ("stage", family.stages, set(stages)),
             ("channel", family.channels, channels),
+            ("condition", family.conditions, defenses),
         ):
             for value in values:
                 if value not in known:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import UsageError
+from .extensions import is_extension_name
 from .hashing import digest_document
 from .schemas import CURRENT_SPEC_VERSION
 
@@ -26,8 +28,16 @@ def policy_document(**fields: Any) -> dict[str, Any]:
 def apply_defense(
     system: str, messages: list[dict[str, Any]], policy: Mapping[str, Any]
 ) -> tuple[str, list[dict[str, Any]]]:
-    """Place a defense policy's text as its ``placement`` says."""
+    """Place a defense policy's text as its ``placement`` says.
+
+    A plugin's placement (an extension name, spec 1.2) is that plugin's stages' to place: placing it here would
+    run the condition as if it were absent, so it is refused.
+    """
     placement, text = policy.get("placement", "none"), policy.get("text", "")
+    if is_extension_name(placement):
+        raise UsageError(
+            f"condition {policy.get('id')!r} is placed by the stages of its plugin ({placement}), not in the prompt"
+        )
     if placement == "system_prefix":
         system = f"{text}\n\n{system}"
     elif placement == "system_suffix":

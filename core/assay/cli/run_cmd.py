@@ -108,7 +108,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
     "defenses",
     multiple=True,
     help="Condition, repeatable: a registered defense policy or prompt condition ('assay plugins' lists them; "
-    "default: the registered default conditions).",
+    "default: the conditions the pack's families name, else the registered default conditions).",
 )
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")

@@ -31,7 +31,7 @@ from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes
 from ..components import FIRST_ENDPOINT, OWN_ENDPOINT, Executor, MetricContext, RunCheck, RunOption, Stage
 from ..errors import PackError, PluginError, RunLocked, UsageError
 from ..executors.local import LocalExecutor
-from ..extensions import stage_schemas
+from ..extensions import is_extension_name, stage_schemas
 from ..hashing import digest_document
 from ..health import DEFAULT_MAX_ERROR_RATE, endpoint_health, error_rate_problems, health_warnings
 from ..packs import Pack, find_manifest
@@ -316,6 +316,35 @@ def _option_values(
     return values
 
 
+def _default_conditions(index: Mapping[str, Mapping[str, Any]], host: PluginHost) -> list[str]:
+    """The conditions of a run that names none: the union of its families' own (``Family.conditions``) when every
+    family of the pack names some, else every registered default condition."""
+    families = [host.registry.get("families", name) for name in sorted({e["family"] for e in index.values()})]
+    named = [family.conditions for family in families if family is not None and family.conditions]
+    if families and len(named) == len(families):
+        return list(dict.fromkeys(name for conditions in named for name in conditions))
+    defaults = sorted(name for name, d in host.registry.items("defenses").items() if d.default)
+    if not defaults:
+        raise UsageError("no condition given and no registered condition is a default: name one with --condition")
+    return defaults
+
+
+def _check_placements(conditions: Sequence[str], stages: Sequence[str], host: PluginHost) -> None:
+    """Refuse a condition whose placement is a plugin's (an extension name, spec 1.2) when no planned stage of that
+    plugin's namespace places it: the others would run as if it were absent."""
+    for condition in conditions:
+        defense = host.registry.get("defenses", condition)
+        placement = "none" if defense is None else str(defense.document.get("placement", "none"))
+        if not is_extension_name(placement):
+            continue
+        namespace = placement.split(".", 1)[0]
+        if not any(stage.startswith(f"{namespace}.") for stage in stages):
+            raise UsageError(
+                f"condition {condition!r} is placed by the {namespace}.* stages ({placement}), and this run plans "
+                f"none of them ({', '.join(stages)}): run it on a pack whose cases those stages run"
+            )
+
+
 def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> RunOutcome:
     """Run (or resume) a whole run and return where its sealed bundle is."""
     host = host or load_plugins()
@@ -325,11 +354,9 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         # Invalid input, not a usage error: the pack's files do not match what it claims (exit 1).
         raise PackError(f"pack {pack.name} is not intact: {problem} (run 'assay validate {pack.root}')")
     endpoints = _endpoint_specs(settings.endpoints, host)
+    index = pack.case_index()
     if not settings.defenses:
-        defaults = sorted(name for name, d in host.registry.items("defenses").items() if d.default)
-        if not defaults:
-            raise UsageError("no condition given and no registered condition is a default: name one with --condition")
-        settings = replace(settings, defenses=defaults)
+        settings = replace(settings, defenses=_default_conditions(index, host))
     for defense in settings.defenses:
         if host.registry.get("defenses", defense) is None:
             raise UsageError(
@@ -345,8 +372,8 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
             f"({', '.join(host.registry.names('executors'))})"
         )
 
-    index = pack.case_index()
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
+    _check_placements(settings.defenses, stages, host)
     option_values = _option_values(settings.stage_options, stages, host, list(settings.endpoints))
     runnable: dict[str, str] = {}  # case id -> family
     excluded: dict[str, int] = {}  # family -> cases the chosen stages do not apply to

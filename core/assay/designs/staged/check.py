@@ -1,4 +1,4 @@
-"""The exec stage's replay check of a pack (like AgentDojo's suite check; ``assay pack check`` runs it).
+"""The exec stage's replay check of a pack (a suite check, as peer benchmarks run one; ``assay pack check`` runs it).
 
 A scripted attacker-compliant agent replays every case's ``replay.attack``
 and a scripted safe agent its ``replay.safe``, both through the real exec
