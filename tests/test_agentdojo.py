@@ -231,7 +231,10 @@ class _HostileEndpoint:
             {"id": "d", "name": "get_balance", "arguments": {"extra": "x" * 1_000_000}},
             {"id": "e", "name": "read_file", "arguments": {"file_path": "/etc/passwd"}},
         ]  # fmt: skip
-        calls += [{"id": f"f{i}", "name": "get_balance", "arguments": {}} for i in range(35)]
+        deep = "[" * 2000 + "]" * 2000  # within the 4 KiB that AgentDojo's literal_eval conversion is given
+        calls.append({"id": "g", "name": "send_money", "arguments": {"recipient": deep, "amount": 1, "subject": "x",
+                                                                     "date": "2022-01-01"}})  # fmt: skip
+        calls += [{"id": f"f{i}", "name": "get_balance", "arguments": {}} for i in range(34)]
         return ChatResponse(None, tool_calls=tuple(calls), finish_reason="tool_calls")
 
     async def aclose(self) -> None:

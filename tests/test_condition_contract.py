@@ -18,7 +18,7 @@ from assay.schemas import spec_schemas
 
 REPO = Path(__file__).resolve().parents[1]
 PLACED = policy_document(
-    id="x-demo-attack", text="Do {goal} now.", placement="x-demo.vector", role="other",
+    spec_version="1.2", id="x-demo-attack", text="Do {goal} now.", placement="x-demo.vector", role="other",
     extensions={"x-demo": {"attack": "now"}},
 )  # fmt: skip
 

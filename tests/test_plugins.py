@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import inspect
+import re
 import types
 from dataclasses import replace
 from unittest import mock
@@ -345,16 +346,26 @@ def test_a_stage_naming_what_nobody_registers_or_needing_in_a_circle_is_refused(
     [
         (_stage("conversation"), "the stage 'conversation': a name the spec does not define must be an extension"),
         (replace(_stage("x-a.one"), outcome_schema={"type": "object"}), "cannot be used: it has no \\$id"),
-        (
-            replace(_stage("x-a.one"), outcome_schema={"$id": "https://x.example/s", "type": "nonesuch"}),
-            "cannot be used: not a valid JSON Schema",
-        ),
     ],
 )
 def test_a_plugin_stage_needs_an_extension_name_and_a_usable_outcome_schema(stage, message):
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     with pytest.raises(PluginError, match=message):
         host.register(_StagePlugin(stages=[stage]), "stages-plugin")
+
+
+def test_an_outcome_schema_that_is_no_json_schema_is_refused_before_a_run_uses_it():
+    """Loading checks the schema's shape only (compiling it needs libraries a light command never imports); a run
+    planning the stage compiles it first and refuses it in one line naming the plugin."""
+    from assay.extensions import usable_outcome_schemas
+
+    broken = replace(_stage("x-a.one"), outcome_schema={"$id": "https://x.example/s", "type": "nonesuch"})
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.register(_StagePlugin(stages=[broken]), "stages-plugin")
+    usable_outcome_schemas(host.registry, ["semantic"])  # the spec's own stages need no compiling
+    expected = "plugin 'stages-plugin' registered stage 'x-a.one' whose outcome schema cannot be used: not a valid"
+    with pytest.raises(PluginError, match=re.escape(expected)):
+        usable_outcome_schemas(host.registry, ["semantic", "x-a.one"])
 
 
 def test_stages_run_in_the_spec_order_then_by_name_each_after_what_it_needs():

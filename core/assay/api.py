@@ -85,11 +85,11 @@ from .engine.stages.context import StageContext
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
 from .packs import Pack, lock_manifest
-from .policies import policy_document
 from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, ReplaySetup, run_deterministic
 from .stats import holm_adjust, mcnemar_exact, rate, wilson_interval
 
 if TYPE_CHECKING:
+    from .policies import policy_document
     from .reports.compare import Selector
     from .reports.model import MainSection, MetricSection, Table
     from .reports.panel import ReportPanel
@@ -102,6 +102,7 @@ _LAZY = {
     "Table": "reports.model",
     "ReportPanel": "reports.panel",
     "Selector": "reports.compare",
+    "policy_document": "policies",
 }
 
 

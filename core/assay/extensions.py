@@ -12,9 +12,10 @@ install.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .errors import PluginError, SpecError
 from .hashing import digest_document
 from .plugins import Registration, Registry
 from .schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, spec_schemas
@@ -25,6 +26,7 @@ __all__ = [
     "outcome_schema",
     "stage_schema_entry",
     "stage_schemas",
+    "usable_outcome_schemas",
 ]
 
 #: An extension name: ``x-``, the plugin's namespace, a dot and the name (the spec's ``extension_name``).
@@ -55,6 +57,24 @@ def stage_schemas(registry: Registry, stages: list[str] | tuple[str, ...]) -> di
         if name not in STAGES and registration is not None:
             entries[name] = stage_schema_entry(registration)
     return entries
+
+
+def usable_outcome_schemas(registry: Registry, stages: Iterable[str]) -> None:
+    """Compile the outcome schemas of the extension stages among ``stages``, before a run or a validation uses them.
+
+    Raises :class:`~assay.errors.PluginError` naming the plugin when one is not a valid JSON Schema (plugin
+    loading checks only that it has an ``$id``: compiling needs libraries a light command never imports).
+    """
+    for name in stages:
+        registration = registry.registration("stages", name)
+        if name in STAGES or registration is None:
+            continue
+        try:
+            outcome_schema(registration.component.outcome_schema)
+        except SpecError as exc:
+            raise PluginError(
+                f"plugin {registration.plugin!r} registered stage {name!r} whose outcome schema cannot be used: {exc}"
+            ) from None
 
 
 def outcome_schema(schema: Mapping[str, Any]) -> CompiledSchema:

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import UsageError
-from .extensions import is_extension_name
 from .hashing import digest_document
 from .schemas import CURRENT_SPEC_VERSION
 
@@ -19,7 +18,11 @@ __all__ = ["apply_defense", "policy_document", "withheld_marker", "withhold"]
 
 
 def policy_document(**fields: Any) -> dict[str, Any]:
-    """A defense policy document with its digest filled in."""
+    """A defense policy document with its digest filled in.
+
+    ``spec_version`` defaults to the engine's; a document that uses a later minor version's members (an extension
+    placement, spec 1.2) says so. The digest covers it, so a condition keeps its digest across engine releases.
+    """
     document = {"spec_version": CURRENT_SPEC_VERSION, **fields}
     document["digest"] = digest_document(document)
     return document
@@ -33,6 +36,8 @@ def apply_defense(
     A plugin's placement (an extension name, spec 1.2) is that plugin's stages' to place: placing it here would
     run the condition as if it were absent, so it is refused.
     """
+    from .extensions import is_extension_name
+
     placement, text = policy.get("placement", "none"), policy.get("text", "")
     if is_extension_name(placement):
         raise UsageError(

@@ -63,7 +63,7 @@ CHANNELS: tuple[str, ...] = ("user_turn", "document", "web_page", "tool_return",
 
 #: Major spec versions this engine reads, newest last.
 SUPPORTED_MAJORS: tuple[int, ...] = (1,)
-CURRENT_SPEC_VERSION = "1.2"
+CURRENT_SPEC_VERSION = "1.1"
 
 
 def spec_dir() -> Path:

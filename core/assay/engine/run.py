@@ -31,7 +31,7 @@ from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes
 from ..components import FIRST_ENDPOINT, OWN_ENDPOINT, Executor, MetricContext, RunCheck, RunOption, Stage
 from ..errors import PackError, PluginError, RunLocked, UsageError
 from ..executors.local import LocalExecutor
-from ..extensions import is_extension_name, stage_schemas
+from ..extensions import is_extension_name, stage_schemas, usable_outcome_schemas
 from ..hashing import digest_document
 from ..health import DEFAULT_MAX_ERROR_RATE, endpoint_health, error_rate_problems, health_warnings
 from ..packs import Pack, find_manifest
@@ -373,6 +373,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
         )
 
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
+    usable_outcome_schemas(host.registry, stages)
     _check_placements(settings.defenses, stages, host)
     option_values = _option_values(settings.stage_options, stages, host, list(settings.endpoints))
     runnable: dict[str, str] = {}  # case id -> family

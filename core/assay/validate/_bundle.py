@@ -20,6 +20,7 @@ import orjson
 from ..bundle import BUNDLE_MANIFEST
 from ..components import MetricContext
 from ..documents import SourceDocument
+from ..errors import SpecError
 from ..hashing import digest_document, digest_file
 from ..health import HealthTally, health_warnings
 from ..packs import Pack
@@ -586,7 +587,17 @@ def _extension_stages(
                 pointer=pointer + "/digest",
             )
             continue
-        checks[stage] = outcome_schema(installed.component.outcome_schema)
+        try:
+            checks[stage] = outcome_schema(installed.component.outcome_schema)
+        except SpecError as exc:  # the installed plugin's schema is broken: no row of the stage can be checked
+            report.add(
+                name,
+                f"stage {stage!r}: the installed plugin's outcome schema cannot be used: {exc}",
+                rank=Rank.REFERENCE,
+                code="stage-schema-unusable",
+                line=run_doc.line_of(pointer),
+                pointer=pointer,
+            )
     return checks
 
 
