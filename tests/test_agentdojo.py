@@ -259,6 +259,18 @@ def test_a_hostile_agent_is_bounded(host):
     assert "root:" not in shown["e"]  # banking's read_file reads its in-memory files, never the host's
     assert all(r["content"].startswith("Not run:") for r in results[MAX_CALLS_PER_TURN:40])
     assert outcome["utility"] is False and outcome["attack_success"] is False
+    # The validator's replay of that row gives every recorded output and verdict again, and no other output.
+    from assay_agentdojo.rederive import TaskRederiver
+
+    from assay.rederive import RederiveSetup
+
+    row = {"key": {"condition": "agentdojo.important_instructions"}, "stages": context.row["stages"],
+           "transcript": context.row["transcript"], "final_output": context.row["final_output"]}  # fmt: skip
+    rederiver = TaskRederiver(RederiveSetup(oracles=host.registry.items("oracles")))
+    assert rederiver.check(row, case, {}).problems == ()
+    skipped = next(m for m in row["transcript"]["messages"] if (m.get("content") or "").startswith("Not run:"))
+    skipped["content"] = "balance: 1000000"
+    assert [p.code for p in rederiver.check(row, case, {}).problems] == ["agentdojo-tool-output"]
 
 
 # -- runs, validation, re-derivation --------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from .suites import freeze_clock, suite
 
 __all__ = [
     "MAX_CALLS_PER_TURN",
+    "NOT_RUN",
     "AgentDojoSandbox",
     "CallRecord",
     "TaskEnvironment",
@@ -44,6 +45,8 @@ __all__ = [
 
 #: The most tool calls of one assistant turn that are run (AgentDojo runs all; a hostile agent could send thousands).
 MAX_CALLS_PER_TURN = 32
+#: What the agent is shown for a call past :data:`MAX_CALLS_PER_TURN` (the call is not run).
+NOT_RUN = f"Not run: at most {MAX_CALLS_PER_TURN} tool calls of one message are run."
 #: The longest argument string AgentDojo's list conversion (``ast.literal_eval``) is applied to.
 MAX_LITERAL = 4096
 #: At most this many entries of a state diff are recorded.

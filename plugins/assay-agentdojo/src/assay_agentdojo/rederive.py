@@ -16,7 +16,7 @@ from typing import Any
 from assay.api import Rederived, RederiveSetup, RowProblem, UsageError
 
 from .conditions import DEFAULT_MODEL_NAME, condition
-from .environment import MAX_CALLS_PER_TURN, TaskEnvironment
+from .environment import MAX_CALLS_PER_TURN, NOT_RUN, TaskEnvironment
 from .stage import MAX_ROUNDS, NAME, outcome_from
 
 __all__ = ["VERDICTS", "TaskRederiver"]
@@ -83,8 +83,9 @@ class TaskRederiver:
             for index, (call, result) in enumerate(zip(calls, results, strict=True)):
                 if index >= MAX_CALLS_PER_TURN:
                     task.note_call(str(call.get("id")), str(call.get("name")), call.get("arguments"))
-                    continue
-                shown = task.call(str(call.get("id")), str(call.get("name")), call.get("arguments")).shown
+                    shown = NOT_RUN
+                else:
+                    shown = task.call(str(call.get("id")), str(call.get("name")), call.get("arguments")).shown
                 if result.get("content") != shown or result.get("tool_call_id") != call.get("id"):
                     return _problem(
                         "/transcript/messages",

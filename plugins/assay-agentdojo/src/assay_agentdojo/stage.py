@@ -22,7 +22,7 @@ from typing import Any
 from assay.api import ChatRequest, ChatResponse, RunCheck, StageContext, UsageError
 
 from .conditions import CONDITIONS, Condition, condition
-from .environment import MAX_CALLS_PER_TURN, TaskEnvironment, model_name_for, system_message
+from .environment import MAX_CALLS_PER_TURN, NOT_RUN, TaskEnvironment, model_name_for, system_message
 from .packs import case_data
 from .suites import NAMESPACE, agentdojo_version
 
@@ -299,7 +299,7 @@ async def run_task(ctx: StageContext) -> None:
         rounds += 1
         for index, call in enumerate(calls):
             if index >= MAX_CALLS_PER_TURN:
-                shown = f"Not run: at most {MAX_CALLS_PER_TURN} tool calls of one message are run."
+                shown = NOT_RUN
                 task.note_call(call["id"], call["name"], call["arguments"])
             else:
                 shown = task.call(call["id"], call["name"], call["arguments"]).shown
