@@ -34,10 +34,10 @@ from .packs import case_data
 from .suites import freeze_clock, suite
 
 __all__ = [
-    "MAX_CALLS_PER_TURN",
-    "NOT_RUN",
     "AgentDojoSandbox",
     "CallRecord",
+    "MAX_CALLS_PER_TURN",
+    "NOT_RUN",
     "TaskEnvironment",
     "model_name_for",
     "system_message",

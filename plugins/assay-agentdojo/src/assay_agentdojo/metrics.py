@@ -30,7 +30,14 @@ from assay.api import (
 from .conditions import condition
 from .stage import NAME
 
-__all__ = ["HEADLINE", "METRICS", "OUTCOMES", "SECTIONS", "McNemarByAttack", "TaskRate"]
+__all__ = [
+    "HEADLINE",
+    "METRICS",
+    "McNemarByAttack",
+    "OUTCOMES",
+    "SECTIONS",
+    "TaskRate",
+]
 
 Row = Mapping[str, Any]
 _READS = frozenset({"key", "stages"})

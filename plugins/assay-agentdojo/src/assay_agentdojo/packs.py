@@ -258,6 +258,7 @@ def _number(task_id: str) -> int:
 
 
 def write_pack(root: Path, suite_name: str) -> None:
+    """Write one suite's pack under ``root`` (a new folder) from the installed agentdojo, and lock it."""
     (root / "cases").mkdir(parents=True)
     kinds = (USER_KIND, INJECTION_KIND)
     manifest = {

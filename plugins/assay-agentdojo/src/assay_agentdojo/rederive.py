@@ -19,7 +19,10 @@ from .conditions import DEFAULT_MODEL_NAME, condition
 from .environment import MAX_CALLS_PER_TURN, NOT_RUN, TaskEnvironment
 from .stage import MAX_ROUNDS, NAME, outcome_from
 
-__all__ = ["VERDICTS", "TaskRederiver"]
+__all__ = [
+    "TaskRederiver",
+    "VERDICTS",
+]
 
 #: The outcome members re-derived.
 VERDICTS = (
