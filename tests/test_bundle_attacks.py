@@ -839,8 +839,8 @@ def test_rederiving_in_a_child_finds_the_same_in_the_same_order(children, relabe
     monkeypatch.setattr(parallel._Claims, "take_back", parent_takes)
     monkeypatch.setattr(parallel, "derive_rows", child_derives)
     if share in ("child-does-all", "child-fails"):
-        metrics = bundle_checks._check_metrics
-        monkeypatch.setattr(bundle_checks, "_check_metrics", lambda *a: (time.sleep(1.5), metrics(*a))[1])
+        metrics = bundle_checks._check_recomputed
+        monkeypatch.setattr(bundle_checks, "_check_recomputed", lambda *a: (time.sleep(1.5), metrics(*a))[1])
     forked = validate_path(relabelled, host.registry, pack=EXAMPLE_PACK)
     assert [i.format() for i in forked.ordered()] == [i.format() for i in inline.ordered()]
     assert forked.facts == inline.facts and sum(i.code == "verdict-mismatch" for i in forked.issues) == 3
@@ -931,11 +931,11 @@ def test_a_metric_gets_the_row_members_it_declares_while_a_child_rederives(child
     from assay.plugins import load_plugins
 
     metric = _TokenMetric()
-    if declared is not None:
-        metric.reads = declared  # a false declaration: it reads usage too
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     host.register(_TokenPlugin(metric), "token-metric")
     bundle = make_bundle(tmp_path / "bundle", host.registry)
+    if declared is not None:
+        metric.reads = declared  # a false declaration (made after the run, which it would fail): it reads usage too
     claims = json.loads((bundle / METRICS_FILE).read_text())["metrics"]
     assert any(claim["metric"] == metric.name for claim in claims)
     monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)  # a child re-derives, as for a large bundle

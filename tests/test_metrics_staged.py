@@ -13,7 +13,7 @@ from conftest import EXAMPLE_PACK, make_bundle
 
 import assay
 from assay.bundle import METRICS_FILE, seal_bundle, write_json_atomic
-from assay.components import Defense, MetricContext
+from assay.components import Defense, MetricContext, MetricValue
 from assay.plugins import load_plugins
 from assay.policies import policy_document
 from assay.reports import read_bundle, recompute, render_html, render_markdown
@@ -648,33 +648,99 @@ def _random_rows(count: int, seed: int) -> list[dict]:
     return rows
 
 
-def test_metrics_read_from_one_pass_equal_metrics_that_read_the_rows_themselves(monkeypatch):
-    """The built-in metrics count from one read of each stage's rows; the numbers are those of reading them apart."""
-    import assay.metrics as metrics
+def _plan_of(rows):
+    keys = [row["key"] for row in rows]
+    return {
+        "cases": sorted({key["case_id"] for key in keys}),
+        "endpoints": sorted({key["endpoint"] for key in keys}),
+        "conditions": sorted({key["condition"] for key in keys}),
+        "seeds": sorted({key["seed"] for key in keys}),
+        "epochs": 1 + max(key["epoch"] for key in keys),
+        "protocols": sorted({key["protocol"] for key in keys}),
+    }
+
+
+def test_metrics_of_one_pass_equal_each_metric_counted_alone():
+    """The built-in rates share one count of each stage's rows, and paired metrics keep a byte per planned item
+    (a dict entry without a plan): the numbers are those of each metric reading the rows on its own."""
     from assay.designs.permission.metrics import METRICS as PERMISSION
     from assay.designs.staged.metrics import METRICS as STAGED
     from assay.designs.trajectory.metrics import METRICS as TRAJECTORY
 
     rows = _random_rows(400, seed=11)
-    names = [m.name for m in (*STAGED, *TRAJECTORY, *PERMISSION)]
-    together = [value.to_document() for value in _compute(rows, *names)]
-    monkeypatch.setattr(metrics, "_STAGE_TESTS", {})
-    assert together == [value.to_document() for value in _compute(rows, *names)]
+    metrics = (*STAGED, *TRAJECTORY, *PERMISSION)
+    cases = {case: {"family": family} for case, family in FAMILIES.items()}
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    for plan in ({}, _plan_of(rows)):
+        together = [value.to_document() for value in _compute(rows, *(m.name for m in metrics))]
+        context = MetricContext(plan=plan, cases=cases)
+        apart = [
+            value.to_document()
+            for metric in sorted(metrics, key=lambda m: m.name)
+            for value in compute_metrics(rows, context, host.registry, [metric.name])
+        ]
+        assert together == apart
     assert any(document["numerator"] for document in together if document["metric"].startswith("exec."))
     assert any(document["metric"] == "semantic.mcnemar_vs_d0" for document in together)
+    assert any(document["metric"] == "exec.core_exec_join" and document["denominator"] for document in together)
 
 
-def test_a_test_that_fails_on_a_row_leaves_the_metrics_to_read_the_rows_themselves(monkeypatch):
-    import assay.metrics as metrics
+class _Row(dict):
+    """A row a weak reference can follow (a test's: plain dicts cannot be weakly referenced)."""
 
-    def fails(row):
-        raise KeyError("a test that cannot read this row")
 
-    rows = _random_rows(50, seed=3)
-    names = ["semantic.core_fail_rate", "semantic.mcnemar_vs_d0", "audit.evidence_given_core_fail"]
-    expected = [value.to_document() for value in _compute(rows, *names)]
-    monkeypatch.setitem(metrics._STAGE_TESTS, "semantic", ((None, fails), *metrics._STAGE_TESTS["semantic"]))
-    assert [value.to_document() for value in _compute(rows, *names)] == expected
+def test_a_summary_holds_none_of_the_rows_it_was_given():
+    """Memory flat in the rows: once a row has gone past every metric, nothing keeps it (at most the last)."""
+    import gc
+    import weakref
+
+    from assay.summary import SummaryPass
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    rows = _random_rows(300, seed=5)
+    context = MetricContext(plan=_plan_of(rows), cases={case: {"family": f} for case, f in FAMILIES.items()})
+    summary = SummaryPass(context, host.registry)
+    alive = []
+    for row in rows:
+        streamed = _Row(row)
+        summary.add(streamed)
+        alive.append(weakref.ref(streamed))
+        del streamed
+    rows.clear()
+    gc.collect()
+    assert sum(ref() is not None for ref in alive) <= 1
+    assert any(value.metric == "semantic.mcnemar_vs_d0" for value in summary.values())
+
+
+def test_a_metric_that_does_not_accumulate_is_given_the_rows_it_reads():
+    """A third party's metric with only ``compute`` still works: it is given the rows, slimmed to its ``reads``."""
+    from dataclasses import dataclass
+
+    from assay.plugins import Registration
+    from assay.summary import SummaryPass
+
+    seen = []
+
+    @dataclass(frozen=True)
+    class Counting:
+        name: str = "test.counting"
+        description: str = "Rows it was given."
+        stage: str = "semantic"
+        reads: frozenset = frozenset({"key"})
+
+        def compute(self, rows, context):
+            seen.extend(rows)
+            return [MetricValue(self.name, {}, float(len(rows)))]
+
+    host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    host.registry.add(Registration("metrics", "test.counting", Counting(), "test", None, None))
+    rows = _random_rows(20, seed=2)
+    summary = SummaryPass(MetricContext(plan={}), host.registry, ["test.counting", "semantic.core_fail_rate"])
+    for row in rows:
+        summary.add(row)
+    values = summary.values()
+    assert [v.value for v in values if v.metric == "test.counting"] == [20.0]
+    assert seen == [{"key": row["key"]} for row in rows]
 
 
 def test_the_built_in_metrics_read_only_the_row_members_they_declare(tmp_path, panel_host):

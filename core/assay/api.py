@@ -20,7 +20,8 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   registrations its families name; :class:`Tool`, a tool a sandbox offers
   its agent.
 * Values they exchange: :class:`ChatRequest` and :class:`ChatResponse` (one
-  model call), :class:`MetricContext` and :class:`MetricValue`,
+  model call), :class:`MetricContext` and :class:`MetricValue` (and a
+  metric's :class:`MetricAccumulator`, its state while the rows stream past),
   :class:`OracleResult`, and the :class:`Family`, :class:`Defense`,
   :class:`Outcome` (a paired outcome for ``assay compare``), :class:`Analysis`
   (a paired analysis of ``assay compare``, over a :class:`Selector` pair and
@@ -64,6 +65,7 @@ from .components import (
     Judge,
     JudgeInstance,
     Metric,
+    MetricAccumulator,
     MetricContext,
     MetricValue,
     Oracle,
@@ -132,6 +134,7 @@ __all__ = [
     "JudgeInstance",
     "MainSection",
     "Metric",
+    "MetricAccumulator",
     "MetricContext",
     "MetricSection",
     "MetricValue",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -119,7 +120,11 @@ def zip_bundle(directory: Path, archive: Path) -> None:
                 info = zipfile.ZipInfo(path.relative_to(directory).as_posix(), date_time=_ZIP_TIME)
                 info.external_attr = 0o100644 << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, path.read_bytes())
+                # As writestr would, with the size known up front (it decides ZIP64), but streamed: the rows of a
+                # large run are gigabytes.
+                info.file_size = path.stat().st_size
+                with open(path, "rb") as source, zf.open(info, "w") as member:
+                    shutil.copyfileobj(source, member, 1 << 20)
         os.chmod(tmp, 0o644)
         os.replace(tmp, archive)
     except BaseException:

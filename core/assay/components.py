@@ -33,6 +33,7 @@ __all__ = [
     "Judge",
     "JudgeInstance",
     "Metric",
+    "MetricAccumulator",
     "MetricContext",
     "MetricValue",
     "OWN_ENDPOINT",
@@ -489,6 +490,23 @@ class MetricContext:
 
 
 @runtime_checkable
+class MetricAccumulator(Protocol):
+    """A metric's state while the rows of one summary go past it, one at a time (see ``Metric.accumulate``).
+
+    Its memory must not grow with the rows: counts per group, or a few bytes
+    per work item for paired tests, never the rows themselves.
+    """
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Take one row into account (the row is not kept: copy what is needed of it)."""
+        ...
+
+    def values(self) -> list[MetricValue]:
+        """Every value of the metric over the rows added, as ``Metric.compute`` would give them."""
+        ...
+
+
+@runtime_checkable
 class Metric(Protocol):
     """A metric computed from result rows, per group (endpoint x condition by default).
 
@@ -498,6 +516,13 @@ class Metric(Protocol):
     of a large bundle holds only those members of each row, not the
     transcripts; without it a metric is given the whole rows. A member read
     but not declared is missing from the rows it is given.
+
+    A metric may also have ``accumulate(context)``, returning a
+    :class:`MetricAccumulator`: the engine, the validator and the reports
+    then stream every row past it once and never hold the rows, so their
+    memory stays flat however large the run. Its values must equal
+    ``compute``'s over the same rows (the built-in metrics compute by
+    accumulating). A metric without it is given the rows, held in memory.
     """
 
     @property

@@ -8,40 +8,47 @@ by endpoint and condition (some also by a case field) in a deterministic
 order, so the same rows always give the same summary, which is what lets the
 validator recompute a bundle's claims. Rates carry Wilson 95% intervals.
 
-Metrics that count the same stage share one read of its rows: a module that
-declares metrics passes them to :func:`register_tests`, and their predicates
-are then tested row by row in a single pass (see :class:`StageTable`).
+Every metric here accumulates (see :class:`assay.api.MetricAccumulator`):
+the rows go past it once and it keeps counts per group, or a byte per work
+item for a paired test, never the rows, so a summary of a million rows takes
+the memory of a summary of a thousand. Rates that count the same stage share
+one count of its rows (see :class:`_Cells`), each predicate tested once per
+row.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import compress
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
 from operator import itemgetter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from .components import Metric, MetricContext, MetricValue
+from .components import MetricAccumulator, MetricContext, MetricValue
 from .stats import holm_adjust, mcnemar_exact, rate, wilson_interval
 
 __all__ = [
     "DistributionMetric",
     "ENDPOINT_CONDITION",
     "GroupKey",
+    "ItemOutcomes",
     "McNemarVsBaseline",
     "MeanMetric",
     "PAIR_FIELDS",
     "ROW_MEMBERS",
     "RateMetric",
     "Row",
+    "accumulated",
     "carried",
+    "case_fields",
     "case_kind",
     "grouped_rows",
     "in_kinds",
+    "item_outcomes",
+    "kind_filter",
     "of_kinds",
     "rate_value",
-    "register_tests",
     "stage_outcome",
 ]
 
@@ -63,13 +70,6 @@ ROW_MEMBERS = frozenset({"key", "stages"})
 PAIR_FIELDS = ("case_id", "endpoint", "seed", "epoch", "protocol")
 
 
-def _pair_ident(key: Mapping[str, Any]) -> str:
-    # A string, not a tuple: strings are not tracked by the cyclic garbage collector, so pairing the
-    # rows of a large bundle does not set off full collections over every parsed row. Identifiers
-    # cannot hold a space, so the joined key is unique.
-    return f"{key['case_id']} {key['endpoint']} {key['seed']} {key['epoch']} {key['protocol']}"  # PAIR_FIELDS
-
-
 _NO_STAGES: Mapping[str, Any] = {}
 
 
@@ -85,42 +85,179 @@ def carried(row: Row, stage: str) -> Mapping[str, Any]:
     return outcome
 
 
+# ---------------------------------------------------------------- accumulating
+
+
+class _Accumulating(Protocol):
+    def accumulate(self, context: MetricContext) -> MetricAccumulator: ...
+
+
+def accumulated(metric: _Accumulating, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
+    """What ``metric.compute`` gives for a metric that accumulates: every row past its accumulator, once."""
+    accumulator = metric.accumulate(summary_pass(context))
+    for row in rows:
+        accumulator.add(row)
+    return accumulator.values()
+
+
+def summary_pass(context: MetricContext) -> MetricContext:
+    """A context for one pass over the rows: what its accumulators share (see :meth:`MetricContext.memo`) is
+    shared within the pass and with no other, so rows are never counted twice."""
+    return replace(context, _memo={})
+
+
+#: Case lookups a pass remembers at most (rows come case by case, in plan order, so a few suffice; bounded, so a
+#: pack of a million cases is not held).
+_CASES_REMEMBERED = 4096
+
+
+def _case_lookup(context: MetricContext, what: Callable[[Mapping[str, Any]], Any], name: str) -> Callable[[str], Any]:
+    """``what`` of each case by id, looked up once per case while its rows go past (shared within a pass)."""
+
+    def make() -> Callable[[str], Any]:
+        cases, known = context.cases, dict[str, Any]()
+
+        def lookup(case_id: str) -> Any:
+            try:
+                return known[case_id]
+            except KeyError:
+                if len(known) >= _CASES_REMEMBERED:
+                    known.clear()
+                found = known[case_id] = what(cases.get(case_id, _NO_CASE))
+                return found
+
+        return lookup
+
+    return context.memo(("case-lookup", name), make)
+
+
+_NO_CASE: Mapping[str, Any] = {}
+
+
+def case_fields(context: MetricContext, by: tuple[str, ...]) -> Callable[[str], GroupKey]:
+    """Each case's ``by`` fields by case id, as a group key part (``"unknown"`` for a field it lacks); looked up
+    once per case while its rows go past, shared within a pass."""
+    return _case_lookup(context, lambda case: tuple((name, case.get(name, "unknown")) for name in by), f"parts:{by}")
+
+
+def _family_of(context: MetricContext) -> Callable[[str], Any]:
+    """Each case's family (``"unknown"`` without the pack)."""
+    return _case_lookup(context, lambda case: case.get("family", "unknown"), "family")
+
+
+def kind_filter(context: MetricContext, kinds: tuple[str, ...]) -> Callable[[str], bool] | None:
+    """Whether each case is within ``kinds`` (see :func:`in_kinds`); None when every case is."""
+    if not kinds:
+        return None
+    family_of, family_kinds = _family_of(context), context.family_kinds
+    return lambda case_id: in_kinds(family_kinds.get(family_of(case_id), "unknown"), kinds)
+
+
+def _sorted_groups(groups: Iterable[GroupKey]) -> list[GroupKey]:
+    return sorted(groups, key=lambda k: [str(v) for _, v in k])
+
+
+_Predicate = Callable[[Row], bool]
+
+
+#: A predicate tested only on the rows within a denominator (``applies``; None: every row of the stage).
+_Test = tuple[_Predicate | None, _Predicate]
+
+
+@cache
+def _carries(stage: str) -> _Predicate:
+    """A test: the row carries ``stage`` (one function per stage, so tests of it are shared)."""
+    return lambda row: stage in row["stages"]
+
+
+class _Cells:
+    """One count of the rows that carry a stage, per cell of a grouping, of every test the pass's rates make.
+
+    A cell is the row key fields ``keys`` and the case fields ``by``. Rates of
+    one stage and grouping share it (memoised in the pass): each row is read
+    once and every predicate tested while the row is in the cache; what is
+    kept is a list of counts per cell, however many rows go past.
+    """
+
+    def __init__(self, context: MetricContext, stage: str, keys: tuple[str, ...], by: tuple[str, ...]) -> None:
+        self.stage, self.keys, self.by = stage, keys, by
+        self._pick: Callable[[Mapping[str, Any]], Any] = itemgetter(*keys) if keys else (lambda key: ())
+        self._parts = case_fields(context, by)
+        self._columns: dict[_Test, int] = {}  # column 0 counts the rows
+        self.counts: dict[tuple[Any, GroupKey], list[int]] = {}
+        self._last: Row | None = None
+
+    def column(self, applies: _Predicate | None, predicate: _Predicate | None) -> int:
+        """The column counting rows within ``applies`` for which ``predicate`` holds (0: every row of the cell).
+
+        Called while accumulators are made, before any row.
+        """
+        if self.counts:
+            raise RuntimeError("a test was added to a count that has read rows")
+        if applies is not None:  # each denominator's verdict is tested before the tests within it read it
+            self._columns.setdefault((None, applies), len(self._columns) + 1)
+        if predicate is None:
+            return 0 if applies is None else self._columns[(None, applies)]
+        return self._columns.setdefault((applies, predicate), len(self._columns) + 1)
+
+    def add(self, row: Row) -> None:
+        """Count one row (once, whichever of the rates sharing this count passes it on first)."""
+        if row is self._last:
+            return
+        self._last = row  # held, so that the next row cannot take its address
+        if self.stage not in row.get("stages", _NO_STAGES):
+            return
+        key = row["key"]
+        cell = (self._pick(key), self._parts(key["case_id"]))
+        counts = self.counts.get(cell)
+        if counts is None:
+            counts = self.counts[cell] = [0] * (len(self._columns) + 1)
+        counts[0] += 1
+        within: dict[_Predicate, bool] = {}  # each denominator's verdict on this row
+        for (applies, predicate), column in self._columns.items():
+            if applies is None:
+                passed = within[predicate] = bool(predicate(row))
+            else:  # a hit is only asked of the rows within its denominator
+                passed = within[applies] and bool(predicate(row))
+            if passed:
+                counts[column] += 1
+
+    def named(self) -> Iterable[tuple[dict[str, Any], dict[str, Any], list[int]]]:
+        """Each cell as (its key fields by name, its case fields by name, its counts)."""
+        single = len(self.keys) == 1
+        for (values, parts), counts in self.counts.items():
+            yield dict(zip(self.keys, (values,) if single else values, strict=True)), dict(parts), counts
+
+
+def _cells(context: MetricContext, stage: str, keys: tuple[str, ...], by: tuple[str, ...]) -> _Cells:
+    return context.memo(("cells", stage, keys, by), lambda: _Cells(context, stage, keys, by))
+
+
 def grouped_rows(
     rows: Sequence[Row], context: MetricContext, by: Sequence[str], stage: str, keys: Sequence[str] = ENDPOINT_CONDITION
 ) -> dict[GroupKey, list[Row]]:
-    """Rows that carry ``stage``, grouped by the row ``keys`` then ``by`` and sorted.
+    """Rows that carry ``stage``, grouped by the row ``keys`` then the case fields ``by`` and sorted; rows keep
+    their order within a group.
 
-    Shared by every metric of one summary (memoised in the context).
+    For a metric that computes from rows it holds (an accumulating metric
+    counts per group instead). Shared by every metric of one summary
+    (memoised in the context).
     """
 
     def compute() -> dict[GroupKey, list[Row]]:
-        table = _stage_table(rows, context, stage) if tuple(keys) == ENDPOINT_CONDITION else None
-        if table is not None and tuple(by) in ((), ("family",)):
-            return table.grouped(with_family=bool(by))
-        # Rows are gathered under their raw key values (one C-level pick per row, the case's fields looked up
-        # once per case); the named group keys are built once per group, not once per row.
         pick = itemgetter(*keys) if keys else (lambda key: ())
         single = len(keys) == 1
-        case_parts: dict[Any, GroupKey] = {}
+        parts_of = case_fields(context, tuple(by))
         raw_groups: dict[tuple[Any, GroupKey], list[Row]] = {}
         for row in rows:
             if stage in row.get("stages", _NO_STAGES):
                 key = row["key"]
-                case_id = key["case_id"]
-                parts = case_parts.get(case_id)
-                if parts is None:
-                    case = context.cases.get(case_id, {})
-                    parts = case_parts[case_id] = tuple((name, case.get(name, "unknown")) for name in by)
-                raw = (pick(key), parts)
-                members = raw_groups.get(raw)
-                if members is None:
-                    members = raw_groups[raw] = []
-                members.append(row)
+                raw_groups.setdefault((pick(key), parts_of(key["case_id"])), []).append(row)
         groups: dict[GroupKey, list[Row]] = {}
         for (values, parts), members in raw_groups.items():
             named = tuple(zip(keys, (values,) if single else values, strict=True)) + parts
             groups.setdefault(named, []).extend(members)
-        return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
+        return {key: groups[key] for key in _sorted_groups(groups)}
 
     return context.memo(("grouped", id(rows), stage, tuple(by), tuple(keys)), compute)
 
@@ -140,15 +277,167 @@ def in_kinds(kind: str, kinds: tuple[str, ...]) -> bool:
 
 def of_kinds(rows: Sequence[Row], context: MetricContext, kinds: tuple[str, ...]) -> list[Row]:
     """The rows whose case is within ``kinds`` (see :func:`in_kinds`)."""
-    if not kinds:
+    within = kind_filter(context, kinds)
+    if within is None:
         return list(rows)
-    return [row for row in rows if in_kinds(case_kind(context, row["key"]["case_id"]), kinds)]
+    return [row for row in rows if within(row["key"]["case_id"])]
 
 
 def rate_value(name: str, group: GroupKey, hits: int, n: int, detail: Mapping[str, Any] | None = None) -> MetricValue:
     """A rate's value for one group: hits over n with its Wilson 95% interval (and ``detail``)."""
     low, high = wilson_interval(hits, n)
     return MetricValue(name, dict(group), rate(hits, n), hits, n, low, high, detail)
+
+
+# ---------------------------------------------------------------- per work item, compactly
+
+
+#: Work-item outcomes a pass keeps in arrays indexed by the plan (a byte each), in all, before it keeps the rest
+#: in dicts: the plan is the bundle's, and a hostile one could name a matrix far larger than its rows.
+_SLOT_BUDGET = 1 << 26
+
+
+class _Slots:
+    """Work items' positions in the plan's matrix over some key fields: a byte per item instead of a dict entry.
+
+    Shared within a pass. ``slot`` is None for a key outside the plan (the
+    caller then keeps it in a dict), or when the matrix is too large.
+    """
+
+    def __init__(self, context: MetricContext, fields: tuple[str, ...]) -> None:
+        plan = context.plan
+        axes: list[dict[Any, int]] = []
+        size = 1
+        try:
+            for name in fields:
+                values = range(int(plan["epochs"])) if name == "epoch" else plan[_AXES[name]]
+                axis: dict[Any, int] = {}
+                for value in values:
+                    axis.setdefault(value, len(axis))
+                axes.append(axis)
+                size *= max(1, len(axis))
+        except (KeyError, TypeError, ValueError):
+            axes, size = [], 0
+        self.fields, self.size = fields, size
+        self._axes = axes
+        self._values = [list(axis) for axis in axes]
+        self._budget = context.memo(("slot-budget",), lambda: [_SLOT_BUDGET])
+
+    def slot(self, key: Mapping[str, Any]) -> int | None:
+        """The key's position, or None."""
+        if not self._axes:
+            return None
+        position = 0
+        try:
+            for name, axis in zip(self.fields, self._axes, strict=True):
+                position = position * len(axis) + axis[key[name]]
+        except (KeyError, TypeError):
+            return None
+        return position
+
+    def fields_of(self, position: int) -> tuple[Any, ...]:
+        """The key fields of a position (the inverse of :meth:`slot`)."""
+        values: list[Any] = []
+        for axis in reversed(self._values):
+            position, index = divmod(position, len(axis))
+            values.append(axis[index])
+        return tuple(reversed(values))
+
+    def array(self) -> bytearray | None:
+        """A zeroed byte per position, or None when the pass has spent its budget for them."""
+        if not self._axes or self.size > self._budget[0]:
+            return None
+        self._budget[0] -= self.size
+        return bytearray(self.size)
+
+
+_AXES = {"case_id": "cases", "endpoint": "endpoints", "condition": "conditions", "seed": "seeds",
+         "protocol": "protocols"}  # fmt: skip
+
+
+def _slots(context: MetricContext, fields: tuple[str, ...]) -> _Slots:
+    return context.memo(("slots", fields), lambda: _Slots(context, fields))
+
+
+class ItemOutcomes:
+    """A true/false outcome per work item, keyed by some row key fields (the last one given wins): a byte per
+    item of the plan, a dict entry per item outside it. What an accumulating paired metric keeps instead of the
+    rows; made by :func:`item_outcomes`."""
+
+    def __init__(self, slots: _Slots) -> None:
+        self._slots = slots
+        self._array: bytearray | None = None
+        self._spent = False
+        self.others: dict[tuple[Any, ...], bool] = {}
+
+    def set(self, key: Mapping[str, Any], outcome: bool) -> None:
+        """Record one item's outcome (``key`` is a row key)."""
+        position = self._slots.slot(key)
+        if position is not None and self._array is None and not self._spent:
+            self._array = self._slots.array()
+            self._spent = self._array is None
+        if position is None or self._array is None:
+            self.others[tuple(key[name] for name in self._slots.fields)] = outcome
+        else:
+            self._array[position] = 2 if outcome else 1
+
+    def get(self, ident: tuple[Any, ...]) -> bool | None:
+        """The outcome of the item with these key fields, or None."""
+        if self._array is not None:
+            position = self._slots.slot(dict(zip(self._slots.fields, ident, strict=True)))
+            if position is not None:
+                code = self._array[position]
+                return None if code == 0 else code == 2
+        return self.others.get(ident)
+
+    def items(self) -> Iterable[tuple[tuple[Any, ...], bool]]:
+        """Every (key fields, outcome): the planned items in plan order, then the others as given."""
+        if self._array is not None:
+            fields_of, array = self._slots.fields_of, self._array
+            for position in (i for i, code in enumerate(array) if code):
+                yield fields_of(position), array[position] == 2
+        yield from self.others.items()
+
+    def joined(self, other: ItemOutcomes) -> Iterable[tuple[tuple[Any, ...], bool, bool]]:
+        """(key fields, this outcome, ``other``'s) for every item both have."""
+        if self._plain_with(other):
+            assert self._array is not None and other._array is not None
+            fields_of = self._slots.fields_of
+            for position, (mine, theirs) in enumerate(zip(self._array, other._array, strict=True)):
+                if mine and theirs:
+                    yield fields_of(position), mine == 2, theirs == 2
+            return
+        for ident, outcome in self.items():
+            found = other.get(ident)
+            if found is not None:
+                yield ident, outcome, found
+
+    def paired_counts(self, other: ItemOutcomes) -> Counter[tuple[bool, bool]]:
+        """(``other``'s outcome, this outcome) -> items both have."""
+        if self._plain_with(other):
+            assert self._array is not None and other._array is not None
+            # Code pairs counted without decoding a position: a million items in milliseconds.
+            codes = Counter(zip(other._array, self._array, strict=True))
+            return Counter({(theirs == 2, mine == 2): n for (theirs, mine), n in codes.items() if theirs and mine})
+        return Counter((theirs, mine) for _, mine, theirs in self.joined(other))
+
+    def _plain_with(self, other: ItemOutcomes) -> bool:
+        """Both keep every item in an array over the same positions."""
+        return (
+            self._array is not None
+            and other._array is not None
+            and self._slots is other._slots
+            and not self.others
+            and not other.others
+        )
+
+
+def item_outcomes(context: MetricContext, fields: tuple[str, ...]) -> ItemOutcomes:
+    """An empty :class:`ItemOutcomes` over the row key ``fields`` (stores of one pass share their positions)."""
+    return ItemOutcomes(_slots(context, fields))
+
+
+# ---------------------------------------------------------------- the metrics
 
 
 @dataclass(frozen=True)
@@ -188,231 +477,59 @@ class RateMetric:
             return None
         return bool(self.hit(row))
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One rate per group, with its Wilson 95% interval."""
-        # Counts are taken once per (stage, hit, applies) on the finest grouping (every key field and the
-        # family) and summed up to this metric's groups, so a rate, its per-family and its pooled
-        # variants cost one pass over the rows between them.
+        return accumulated(self, rows, context)
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Counts on the finest grouping (every key field and the family), shared with every rate of the stage
+        on it, summed up to this rate's groups at the end: a rate, its per-family and its pooled variants cost
+        one count between them."""
         fine_keys = tuple(dict.fromkeys((*ENDPOINT_CONDITION, *self.keys)))
         fine_by = tuple(dict.fromkeys((*self.by, "family")))
-        grouped = grouped_rows(rows, context, fine_by, self.stage, fine_keys)
-        cells = _rate_cells(rows, context, grouped, (self.stage, fine_by, fine_keys), self.hit, self.applies)
-        nulls = (
-            None
-            if self.nulls is None
-            else _count_cells(rows, context, grouped, (self.stage, fine_by, fine_keys), self.nulls, self.applies)
+        cells = _cells(context, self.stage, fine_keys, fine_by)
+        columns = (
+            cells.column(self.applies, self.hit),
+            cells.column(None, self.applies),
+            None if self.nulls is None else cells.column(self.applies, self.nulls),
+            None if self.requires is None else cells.column(None, _carries(self.requires)),
         )
-        present = (
-            None
-            if self.requires is None
-            else _stage_cells(rows, context, grouped, (self.stage, fine_by, fine_keys), self.requires)
-        )
-        totals: dict[GroupKey, list[int]] = {}
-        for fine, (hits, n) in cells.items():
-            named_keys, named_by = dict(fine[: len(fine_keys)]), dict(fine[len(fine_keys) :])
-            if not in_kinds(context.family_kinds.get(named_by["family"], "unknown"), self.kinds):
-                continue  # a group of another kind of case (the fine groups hold one family each)
-            if self.family_in is not None and not self.family_in(str(named_by["family"])):
-                continue
-            group = tuple((k, named_keys[k]) for k in self.keys) + tuple((b, named_by[b]) for b in self.by)
-            total = totals.setdefault(group, [0, 0, 0, 0])
-            total[0] += hits
-            total[1] += n
-            total[2] += 0 if nulls is None else nulls[fine]
-            total[3] += 0 if present is None else present[fine]
-        values = []
-        for group in sorted(totals, key=lambda k: [str(v) for _, v in k]):
-            hits, n, null_count, required = totals[group]
-            if n == 0 or (self.requires is not None and not required):
-                continue
-            detail = None if self.nulls is None else {"null_verdicts": null_count}
-            values.append(rate_value(self.name, group, hits, n, detail))
-        return values
-
-
-def _rate_cells(
-    rows: Sequence[Row],
-    context: MetricContext,
-    grouped: Mapping[GroupKey, list[Row]],
-    grouping: Hashable,
-    hit: Callable[[Row], bool],
-    applies: Callable[[Row], bool] | None,
-) -> dict[GroupKey, tuple[int, int]]:
-    """(hits, denominator) per group of ``grouped``, memoised per grouping, hit and applies."""
-
-    def compute() -> dict[GroupKey, tuple[int, int]]:
-        table = _table_for(rows, context, grouping)
-        if table is not None and table.knows(hit, applies):
-            hits, sizes = table.count(hit, applies), table.count(None, applies)
-            return {group: (hits.get(group, 0), sizes.get(group, 0)) for group in grouped}
-        applied = _applied(rows, context, grouped, grouping, applies)
-        return {group: (len(list(filter(hit, members))), len(members)) for group, members in applied.items()}
-
-    return context.memo(("rate-cells", id(rows), grouping, hit, applies), compute)
-
-
-def _applied(
-    rows: Sequence[Row],
-    context: MetricContext,
-    grouped: Mapping[GroupKey, list[Row]],
-    grouping: Hashable,
-    applies: Callable[[Row], bool] | None,
-) -> Mapping[GroupKey, list[Row]]:
-    """The members of each group of ``grouped`` within ``applies`` (memoised: rates over one denominator share it)."""
-    if applies is None:
-        return grouped
-    return context.memo(
-        ("applied", id(rows), grouping, applies),
-        lambda: {group: list(filter(applies, members)) for group, members in grouped.items()},
-    )
-
-
-def _count_cells(
-    rows: Sequence[Row],
-    context: MetricContext,
-    grouped: Mapping[GroupKey, list[Row]],
-    grouping: Hashable,
-    predicate: Callable[[Row], bool],
-    applies: Callable[[Row], bool] | None,
-) -> dict[GroupKey, int]:
-    """Rows for which ``predicate`` holds, per group of ``grouped`` (within ``applies``)."""
-
-    def compute() -> dict[GroupKey, int]:
-        table = _table_for(rows, context, grouping)
-        if table is not None and table.knows(predicate, applies):
-            counts = table.count(predicate, applies)
-            return {group: counts.get(group, 0) for group in grouped}
-        applied = _applied(rows, context, grouped, grouping, applies)
-        return {group: len(list(filter(predicate, members))) for group, members in applied.items()}
-
-    return context.memo(("count-cells", id(rows), grouping, predicate, applies), compute)
-
-
-# ---------------------------------------------------------------- one read of the rows per stage
-
-
-_Predicate = Callable[[Row], bool]
-
-
-#: A predicate tested only on the rows within a denominator (``applies``; None: every row of the stage).
-_Test = tuple[_Predicate | None, _Predicate]
-
-
-#: Every test the built-in metrics of a stage make of its rows (hits and nulls within their denominators, the
-#: denominators themselves, paired outcomes), each denominator before the tests within it; see register_tests.
-_STAGE_TESTS: dict[str, tuple[_Test, ...]] = {}
+        return _RateAccumulator(self, context, cells, columns)
 
 
 @dataclass
-class _StageTable:
-    """The rows that carry one stage, read once: group fields, pair ident and every known predicate's result.
+class _RateAccumulator:
+    metric: RateMetric
+    context: MetricContext
+    cells: _Cells
+    columns: tuple[int, int, int | None, int | None]
 
-    Metrics used to make a pass over the rows per grouping, denominator and
-    predicate; rows spread over a large heap make each such pass wait on
-    memory far more than it computes. Here each row is read once, every
-    predicate tested while it is in the cache, and the metrics count from
-    these compact columns instead; a row's group is a small integer (its
-    cell), so counting never hashes a tuple of strings.
-    """
+    def add(self, row: Row) -> None:
+        self.cells.add(row)
 
-    rows: list[Row]
-    cells: list[tuple[Any, Any, Any]]  # the distinct (endpoint, condition, family) groups, in order of appearance
-    cell_of: list[int]  # each row's index into cells
-    idents: list[str]  # the pair ident of each row (see _pair_ident)
-    results: dict[_Test, list[bool]]  # per test, whether each row is within its denominator and passes it
-
-    def knows(self, predicate: _Predicate | None, applies: _Predicate | None) -> bool:
-        """True when the read tested ``predicate`` (None: none) within ``applies`` (None: every row)."""
-        return (applies is None or (None, applies) in self.results) and (
-            predicate is None or (applies, predicate) in self.results
-        )
-
-    def grouped(self, *, with_family: bool) -> dict[GroupKey, list[Row]]:
-        """The rows by endpoint and condition (and family), in row order within a group, groups sorted."""
-        by_cell: list[list[Row]] = [[] for _ in self.cells]
-        for cell, row in zip(self.cell_of, self.rows, strict=True):
-            by_cell[cell].append(row)
-        names = ("endpoint", "condition", "family")
-        groups: dict[GroupKey, list[Row]] = {}
-        for values, members in zip(self.cells, by_cell, strict=True):
-            groups.setdefault(tuple(zip(names, values if with_family else values[:2], strict=False)), []).extend(
-                members
-            )
-        if not with_family:  # rows of one group gathered from several cells: back in row order
-            order = {id(row): index for index, row in enumerate(self.rows)}
-            groups = {key: sorted(members, key=lambda row: order[id(row)]) for key, members in groups.items()}
-        return {key: groups[key] for key in sorted(groups, key=lambda k: [str(v) for _, v in k])}
-
-    def count(self, predicate: _Predicate | None, applies: _Predicate | None) -> dict[GroupKey, int]:
-        """Rows within ``applies`` for which ``predicate`` holds (None: every such row), per fine group."""
-        if predicate is not None:
-            tally = Counter(compress(self.cell_of, self.results[(applies, predicate)]))
-        elif applies is not None:
-            tally = Counter(compress(self.cell_of, self.results[(None, applies)]))
-        else:
-            tally = Counter(self.cell_of)
-        names = ("endpoint", "condition", "family")
-        return {tuple(zip(names, self.cells[cell], strict=True)): count for cell, count in tally.items()}
-
-
-def _stage_table(rows: Sequence[Row], context: MetricContext, stage: str) -> _StageTable | None:
-    """The one read of the rows carrying ``stage`` (memoised); None when a known predicate fails on some row."""
-
-    def compute() -> _StageTable | None:
-        tests = _STAGE_TESTS.get(stage, ())
-        columns: list[list[bool]] = [[] for _ in tests]
-        steps = [(applies, predicate, column) for (applies, predicate), column in zip(tests, columns, strict=True)]
-        families: dict[Any, Any] = {}
-        index: dict[tuple[Any, Any, Any], int] = {}
-        members: list[Row] = []
-        cell_of: list[int] = []
-        idents: list[str] = []
-        try:
-            # Row by row, every test while the row is in the cache: a row's parts lie wherever the parse put
-            # them, and a pass per test would wait on memory once per test instead of once.
-            for row in rows:
-                if stage not in row.get("stages", _NO_STAGES):
-                    continue
-                key = row["key"]
-                case_id = key["case_id"]
-                if case_id not in families:
-                    families[case_id] = context.cases.get(case_id, {}).get("family", "unknown")
-                members.append(row)
-                cell_of.append(index.setdefault((key["endpoint"], key["condition"], families[case_id]), len(index)))
-                idents.append(_pair_ident(key))
-                within: dict[_Predicate, bool] = {}  # each denominator's verdict on this row
-                for applies, predicate, column in steps:
-                    if applies is None:
-                        passed = within[predicate] = bool(predicate(row))
-                    else:  # a hit is only asked of the rows within its denominator, as the rates ask it
-                        passed = within[applies] and bool(predicate(row))
-                    column.append(passed)
-        except Exception:  # noqa: BLE001 - a test failing on a row: each metric then reads the rows itself
-            return None
-        return _StageTable(members, list(index), cell_of, idents, dict(zip(tests, columns, strict=True)))
-
-    return context.memo(("stage-table", id(rows), stage), compute)
-
-
-def _table_for(rows: Sequence[Row], context: MetricContext, grouping: Hashable) -> _StageTable | None:
-    """The stage table behind a built-in rate's grouping ``(stage, ("family",), ENDPOINT_CONDITION)``, if any."""
-    if not (isinstance(grouping, tuple) and len(grouping) == 3 and isinstance(grouping[0], str)):
-        return None
-    stage, by, keys = grouping
-    if tuple(by) != ("family",) or tuple(keys) != ENDPOINT_CONDITION:
-        return None
-    return _stage_table(rows, context, stage)
-
-
-def _stage_cells(
-    rows: Sequence[Row], context: MetricContext, grouped: Mapping[GroupKey, list[Row]], grouping: Hashable, stage: str
-) -> dict[GroupKey, int]:
-    """1 for each group of ``grouped`` where some row also carries ``stage``, else 0."""
-
-    def compute() -> dict[GroupKey, int]:
-        return {group: int(any(stage in row["stages"] for row in members)) for group, members in grouped.items()}
-
-    return context.memo(("stage-cells", id(rows), grouping, stage), compute)
+    def values(self) -> list[MetricValue]:
+        metric, kinds = self.metric, self.context.family_kinds
+        hit, size, nulls, present = self.columns
+        totals: dict[GroupKey, list[int]] = {}
+        for named_keys, named_by, counts in self.cells.named():
+            if not in_kinds(kinds.get(named_by["family"], "unknown"), metric.kinds):
+                continue  # a group of another kind of case (the fine groups hold one family each)
+            if metric.family_in is not None and not metric.family_in(str(named_by["family"])):
+                continue
+            group = tuple((k, named_keys[k]) for k in metric.keys) + tuple((b, named_by[b]) for b in metric.by)
+            total = totals.setdefault(group, [0, 0, 0, 0])
+            total[0] += counts[hit]
+            total[1] += counts[size]
+            total[2] += 0 if nulls is None else counts[nulls]
+            total[3] += 0 if present is None else counts[present]
+        values = []
+        for group in _sorted_groups(totals):
+            hits, n, null_count, required = totals[group]
+            if n == 0 or (metric.requires is not None and not required):
+                continue
+            detail = None if metric.nulls is None else {"null_verdicts": null_count}
+            values.append(rate_value(metric.name, group, hits, n, detail))
+        return values
 
 
 @dataclass(frozen=True)
@@ -429,23 +546,52 @@ class MeanMetric:
     kinds: tuple[str, ...] = ()  # the case kinds it is over (empty: every case)
     family_in: Callable[[str], bool] | None = field(default=None, repr=False)  # which families (None: all)
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One mean per group; numerator is omitted, denominator counts the non-null values."""
+        return accumulated(self, rows, context)
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Per group: rows, values and their sum (in row order, so the mean is the sum of the list's)."""
+        return _MeanAccumulator(self, context)
+
+
+class _MeanAccumulator:
+    def __init__(self, metric: MeanMetric, context: MetricContext) -> None:
+        self.metric = metric
+        self._parts = case_fields(context, metric.by)
+        self._within = kind_filter(context, metric.kinds)
+        self._family = _family_of(context)
+        self.groups: dict[tuple[Any, GroupKey], list[Any]] = {}
+
+    def add(self, row: Row) -> None:
+        metric = self.metric
+        if metric.stage not in row.get("stages", _NO_STAGES):
+            return
+        key = row["key"]
+        case_id = key["case_id"]
+        if self._within is not None and not self._within(case_id):
+            return
+        if metric.family_in is not None and not metric.family_in(str(self._family(case_id))):
+            return
+        cell = (key["endpoint"], key["condition"]), self._parts(case_id)
+        state = self.groups.get(cell)
+        if state is None:
+            state = self.groups[cell] = [0, 0, 0]
+        state[0] += 1
+        value = metric.value_of(row)
+        if value is not None:
+            state[1] += 1
+            state[2] += value
+
+    def values(self) -> list[MetricValue]:
+        named = {
+            (("endpoint", pair[0]), ("condition", pair[1]), *parts): state
+            for (pair, parts), state in self.groups.items()
+        }
         values = []
-        for group, all_members in grouped_rows(rows, context, self.by, self.stage).items():
-            members = of_kinds(all_members, context, self.kinds)
-            if self.family_in is not None:
-                keep = self.family_in
-                members = [
-                    row
-                    for row in members
-                    if keep(str(context.cases.get(row["key"]["case_id"], {}).get("family", "unknown")))
-                ]
-            if not members:
-                continue
-            numbers = [v for v in (self.value_of(row) for row in members) if v is not None]
-            mean = sum(numbers) / len(numbers) if numbers else None
-            values.append(MetricValue(self.name, dict(group), mean, None, len(numbers)))
+        for group in _sorted_groups(named):
+            _, count, total = named[group]
+            values.append(MetricValue(self.metric.name, dict(group), total / count if count else None, None, count))
         return values
 
 
@@ -460,13 +606,40 @@ class DistributionMetric:
     stage: str
     category_of: Callable[[Row], str | None] = field(repr=False)
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One value per group; ``detail`` maps each category to its count."""
+        return accumulated(self, rows, context)
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Per group: its rows and a count per category."""
+        return _DistributionAccumulator(self)
+
+
+class _DistributionAccumulator:
+    def __init__(self, metric: DistributionMetric) -> None:
+        self.metric = metric
+        self.groups: dict[GroupKey, tuple[list[int], Counter[str]]] = {}
+
+    def add(self, row: Row) -> None:
+        if self.metric.stage not in row.get("stages", _NO_STAGES):
+            return
+        key = row["key"]
+        group = (("endpoint", key["endpoint"]), ("condition", key["condition"]))
+        state = self.groups.get(group)
+        if state is None:
+            state = self.groups[group] = ([0], Counter())
+        state[0][0] += 1
+        category = self.metric.category_of(row)
+        if category is not None:
+            state[1][category] += 1
+
+    def values(self) -> list[MetricValue]:
         values = []
-        for group, members in grouped_rows(rows, context, (), self.stage).items():
-            counts = Counter(c for c in (self.category_of(row) for row in members) if c is not None)
+        for group in _sorted_groups(self.groups):
+            (members,), counts = self.groups[group]
             total = sum(counts.values())
-            values.append(rate_value(self.name, group, total, len(members), {k: counts[k] for k in sorted(counts)}))
+            detail = {k: counts[k] for k in sorted(counts)}
+            values.append(rate_value(self.metric.name, group, total, members, detail))
         return values
 
 
@@ -494,28 +667,44 @@ class McNemarVsBaseline:
     #: The name ``detail`` gives the baseline's rate over the pairs.
     baseline_rate: str = field(default="rate_baseline", kw_only=True)
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One test per non-baseline condition with at least one pair, grouped by condition."""
-        outcomes: dict[str, dict[str, bool]] = defaultdict(dict)
-        read = _stage_table(rows, context, self.stage)
-        if read is not None and read.knows(self.outcome, None):
-            conditions = [cell[1] for cell in read.cells]
-            wanted = [in_kinds(context.family_kinds.get(cell[2], "unknown"), self.kinds) for cell in read.cells]
-            for cell, ident, outcome in zip(read.cell_of, read.idents, read.results[(None, self.outcome)], strict=True):
-                if wanted[cell]:
-                    outcomes[conditions[cell]][ident] = outcome
-        else:
-            for row in of_kinds(rows, context, self.kinds):
-                if self.stage in row.get("stages", _NO_STAGES):
-                    outcomes[row["key"]["condition"]][_pair_ident(row["key"])] = bool(self.outcome(row))
-        base = outcomes.get(self.baseline)
-        if not base:
+        return accumulated(self, rows, context)
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Each condition's outcome per work item, a byte each (see :class:`ItemOutcomes`)."""
+        return _McNemarAccumulator(self, context)
+
+
+class _McNemarAccumulator:
+    def __init__(self, metric: McNemarVsBaseline, context: MetricContext) -> None:
+        self.metric = metric
+        self._context = context
+        self._within = kind_filter(context, metric.kinds)
+        self.outcomes: dict[Any, ItemOutcomes] = {}
+
+    def add(self, row: Row) -> None:
+        metric = self.metric
+        if metric.stage not in row.get("stages", _NO_STAGES):
+            return
+        key = row["key"]
+        if self._within is not None and not self._within(key["case_id"]):
+            return
+        condition = key["condition"]
+        outcomes = self.outcomes.get(condition)
+        if outcomes is None:
+            outcomes = self.outcomes[condition] = item_outcomes(self._context, PAIR_FIELDS)
+        outcomes.set(key, bool(metric.outcome(row)))
+
+    def values(self) -> list[MetricValue]:
+        metric = self.metric
+        base = self.outcomes.get(metric.baseline)
+        if base is None:
             return []
         tests = []
-        for condition in sorted(c for c in outcomes if c != self.baseline):
-            # (baseline outcome or None when unpaired, condition outcome) -> count: one lookup per item.
-            table = Counter((base.get(ident), after) for ident, after in outcomes[condition].items())
-            n_pairs = sum(count for (before, _), count in table.items() if before is not None)
+        for condition in sorted(c for c in self.outcomes if c != metric.baseline):
+            table = self.outcomes[condition].paired_counts(base)
+            n_pairs = sum(table.values())
             if not n_pairs:
                 continue
             b, c = table[True, False], table[False, True]
@@ -528,26 +717,8 @@ class McNemarVsBaseline:
                 "c": c,
                 "n_pairs": n_pairs,
                 "p_raw": mcnemar_exact(b, c),
-                self.baseline_rate: before / n_pairs,
+                metric.baseline_rate: before / n_pairs,
                 "rate_condition": after / n_pairs,
             }
-            values.append(MetricValue(self.name, {"condition": condition}, p_holm, None, n_pairs, None, None, detail))
+            values.append(MetricValue(metric.name, {"condition": condition}, p_holm, None, n_pairs, None, None, detail))
         return values
-
-
-def register_tests(metrics: Sequence[Metric]) -> None:
-    """Note the tests each of ``metrics`` makes of its stage's rows, so that the one read of those rows makes them.
-
-    A module that declares metrics calls this once, with all of them.
-    """
-    for metric in metrics:
-        tests: list[_Test]
-        if isinstance(metric, RateMetric):
-            tests = [] if metric.applies is None else [(None, metric.applies)]
-            tests += [(metric.applies, test) for test in (metric.hit, metric.nulls) if test is not None]
-        elif isinstance(metric, McNemarVsBaseline):
-            tests = [(None, metric.outcome)]
-        else:
-            continue
-        known = _STAGE_TESTS.get(metric.stage, ())
-        _STAGE_TESTS[metric.stage] = known + tuple(test for test in dict.fromkeys(tests) if test not in known)

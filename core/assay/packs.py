@@ -174,6 +174,10 @@ class _CaseView(Mapping[str, Any]):
         return len(self._document())
 
 
+#: Case views a :class:`CaseDocuments` keeps at most.
+_VIEWS_KEPT = 4096
+
+
 class CaseDocuments(Mapping[str, Mapping[str, Any]]):
     """A pack's cases by id, each a :class:`_CaseView` (read lazily, once)."""
 
@@ -185,6 +189,10 @@ class CaseDocuments(Mapping[str, Mapping[str, Any]]):
         view = self._views.get(case_id)
         if view is None:
             entry = self._index[case_id]
+            if len(self._views) >= _VIEWS_KEPT:
+                # Bounded: a summary of a pack of a million cases reads them case by case, and a view holds its
+                # parsed document once a member other than the family was asked of it.
+                self._views.clear()
             view = self._views[case_id] = _CaseView(self._root / str(entry.get("path", "")), entry)
         return view
 

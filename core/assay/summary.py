@@ -8,12 +8,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .components import MetricContext, MetricValue
+from .components import MetricAccumulator, MetricContext, MetricValue
 from .errors import UsageError
+from .metrics import summary_pass
 from .plugins import Registry
 from .schemas import CURRENT_SPEC_VERSION
 
-__all__ = ["MetricMismatch", "compare_claims", "compute_metrics", "members_read", "summary_document"]
+__all__ = ["MetricMismatch", "SummaryPass", "compare_claims", "compute_metrics", "members_read", "summary_document"]
 
 _NUMBER_FIELDS = ("value", "numerator", "denominator", "ci_low", "ci_high")
 _REL_TOL = 1e-9
@@ -21,23 +22,69 @@ _ABS_TOL = 1e-12
 
 
 def compute_metrics(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]],
     context: MetricContext,
     registry: Registry,
     names: Iterable[str] | None = None,
 ) -> list[MetricValue]:
-    """Compute the named metrics (default: every registered one) in name order."""
-    wanted = registry.names("metrics") if names is None else sorted(set(names))
-    if not context.family_kinds:  # what a metric over one kind of case needs (see MetricContext)
-        kinds = {name: family.kind for name, family in registry.items("families").items()}
-        context = replace(context, family_kinds=kinds)
-    values: list[MetricValue] = []
-    for name in wanted:
-        metric = registry.get("metrics", name)
-        if metric is None:
-            raise UsageError(f"unknown metric {name!r}")
-        values.extend(metric.compute(rows, context))
-    return values
+    """Compute the named metrics (default: every registered one) in name order, in one pass over ``rows``."""
+    summary = SummaryPass(context, registry, names)
+    for row in rows:
+        summary.add(row)
+    return summary.values()
+
+
+class SummaryPass:
+    """The metrics of one summary, computed as the rows go past once (see :class:`assay.api.MetricAccumulator`).
+
+    A metric that accumulates keeps its counts; a metric that does not is
+    given the rows at the end, held until then (only the members its ``reads``
+    names, when it says): the one thing here whose memory grows with the rows.
+    """
+
+    def __init__(self, context: MetricContext, registry: Registry, names: Iterable[str] | None = None) -> None:
+        wanted = registry.names("metrics") if names is None else sorted(set(names))
+        if not context.family_kinds:  # what a metric over one kind of case needs (see MetricContext)
+            kinds = {name: family.kind for name, family in registry.items("families").items()}
+            context = replace(context, family_kinds=kinds)
+        context = summary_pass(context)
+        self._context = context
+        self._metrics: list[tuple[Any, MetricAccumulator | None]] = []
+        holding: list[Any] = []
+        for name in wanted:
+            metric = registry.get("metrics", name)
+            if metric is None:
+                raise UsageError(f"unknown metric {name!r}")
+            accumulate = getattr(metric, "accumulate", None)
+            accumulator = accumulate(context) if callable(accumulate) else None
+            self._metrics.append((metric, accumulator))
+            if accumulator is None:
+                holding.append(metric)
+        self._accumulators = [accumulator for _, accumulator in self._metrics if accumulator is not None]
+        # The held rows keep only what those metrics read, when each says (see members_read).
+        reads = [getattr(metric, "reads", None) for metric in holding]
+        self._members: list[str] | None = None
+        if reads and all(isinstance(r, (set, frozenset)) for r in reads):
+            self._members = sorted({member for read in reads if read for member in read})
+        self._held: list[Mapping[str, Any]] | None = [] if holding else None
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Pass one row to every metric."""
+        for accumulator in self._accumulators:
+            accumulator.add(row)
+        if self._held is not None:
+            members = self._members
+            self._held.append(row if members is None else {m: row[m] for m in members if m in row})
+
+    def values(self) -> list[MetricValue]:
+        """Every metric's values, in metric name order."""
+        values: list[MetricValue] = []
+        for metric, accumulator in self._metrics:
+            if accumulator is not None:
+                values.extend(accumulator.values())
+            else:
+                values.extend(metric.compute(self._held, self._context))
+        return values
 
 
 def members_read(registry: Registry, names: Iterable[str] | None = None) -> frozenset[str] | None:

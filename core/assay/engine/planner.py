@@ -9,6 +9,7 @@ Subsets for quick runs are drawn here: ``limit:N`` (the first N cases) or
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Iterator, Mapping, Sequence
@@ -65,11 +66,34 @@ class Plan:
     sampling: Mapping[str, Any]
 
     def items(self) -> Iterator[WorkItem]:
-        """Every work item, in plan order."""
+        """Every work item, in plan order (made as they are wanted: a plan of a million items holds its axes)."""
         for combo in itertools.product(
             self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols
         ):
             yield WorkItem(*combo)
+
+    @functools.cached_property
+    def _axes(self) -> tuple[tuple[Sequence[Any], dict[Any, int]], ...]:
+        axes = (self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols)
+        return tuple((values, {value: index for index, value in enumerate(values)}) for values in axes)
+
+    def position(self, ident: tuple[Any, ...]) -> int | None:
+        """An item's position in plan order, from its :meth:`WorkItem.ident` (None when it is not planned)."""
+        position = 0
+        try:
+            for value, (values, index) in zip(ident, self._axes, strict=True):
+                position = position * len(values) + index[value]
+        except (KeyError, TypeError, ValueError):
+            return None
+        return position
+
+    def item_at(self, position: int) -> WorkItem:
+        """The work item at a position in plan order (the inverse of :meth:`position`)."""
+        fields: list[Any] = []
+        for values, _ in reversed(self._axes):
+            position, index = divmod(position, len(values))
+            fields.append(values[index])
+        return WorkItem(*reversed(fields))
 
     def __len__(self) -> int:
         return (

@@ -28,16 +28,25 @@ import orjson
 
 from .. import __version__
 from ..bundle import METRICS_FILE, ROWS_FILE, RUN_FILE, seal_bundle, write_bytes_atomic, write_json_atomic, zip_bundle
-from ..components import FIRST_ENDPOINT, OWN_ENDPOINT, Executor, MetricContext, RunCheck, RunOption, Stage
+from ..components import (
+    FIRST_ENDPOINT,
+    OWN_ENDPOINT,
+    Executor,
+    MetricContext,
+    MetricValue,
+    RunCheck,
+    RunOption,
+    Stage,
+)
 from ..errors import PackError, PluginError, RunLocked, UsageError
 from ..executors.local import LocalExecutor
 from ..extensions import is_extension_name, stage_schemas, usable_outcome_schemas
 from ..hashing import digest_document
-from ..health import DEFAULT_MAX_ERROR_RATE, endpoint_health, error_rate_problems, health_warnings
+from ..health import DEFAULT_MAX_ERROR_RATE, EndpointHealth, HealthTally, error_rate_problems, health_warnings
 from ..packs import Pack, find_manifest
 from ..plugins import PluginHost, load_plugins
 from ..schemas import CURRENT_SPEC_VERSION, spec_schemas
-from ..summary import compute_metrics, summary_document
+from ..summary import SummaryPass, summary_document
 from ..validate import Report, validate_path
 from .planner import Plan, WorkItem, build_plan, parse_sample, select_cases
 from .preflight import preflight_endpoints
@@ -607,13 +616,14 @@ def _execute(
     try:
         write_json_atomic(state / "identity.json", identity)
         retried = drop_error_rows(state / ROWS_FILE) if settings.retry_errors else 0
-        log = RowLog(state / ROWS_FILE)
+        log = RowLog(state / ROWS_FILE, plan.position, len(plan))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another --out") from None
-    resumed = len(log.rows)
+    resumed = log.count
     started_at = _started_at(state)
-    pending = [item for item in plan.items() if item.ident() not in log]
-    progress = Progress(len(plan), done=len(plan) - len(pending), enabled=settings.progress)
+    # Planned lazily: the items without a row are made as the executor asks for them.
+    pending = (plan.item_at(position) for position in log.missing())
+    progress = Progress(len(plan), done=resumed, enabled=settings.progress)
     runtime = Runtime(job, host)
     public_options = {
         endpoint_id: {
@@ -639,29 +649,25 @@ def _execute(
     finally:
         progress.close()
         log.close()
-    missing = [item for item in plan.items() if item.ident() not in log]
+    missing = sum(1 for _ in log.missing())
     if missing:
-        raise UsageError(
-            f"{len(missing)} work items produced no row (first: {missing[0].label()}); run again with --resume"
-        )
+        first = plan.item_at(next(log.missing()))
+        raise UsageError(f"{missing} work items produced no row (first: {first.label()}); run again with --resume")
 
-    # Seal: rows in plan order, exactly the bytes the log holds.
     manifest["finished_at"] = run_timestamp()
-    ordered = [log.rows[item.ident()] for item in plan.items()]
-    rows = [orjson.loads(line) for line in ordered]
-    context = MetricContext(plan=plan.to_json(), cases=pack.cases_by_id())
     archive = out / "bundle.zip"
     try:
         if bundle_dir.exists():
             shutil.rmtree(bundle_dir)
         bundle_dir.mkdir(parents=True)
-        write_bytes_atomic(bundle_dir / ROWS_FILE, b"".join(ordered))
+        sealed = _write_rows(log, bundle_dir / ROWS_FILE, MetricContext(plan=plan.to_json(), cases=pack.cases_by_id()),
+                             host)  # fmt: skip
         write_json_atomic(bundle_dir / RUN_FILE, manifest)
-        write_json_atomic(bundle_dir / METRICS_FILE, summary_document(compute_metrics(rows, context, host.registry)))
+        write_json_atomic(bundle_dir / METRICS_FILE, summary_document(sealed.metrics))
         seal_bundle(
             bundle_dir,
             pack={"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
-            row_count=len(rows),
+            row_count=sealed.rows,
         )
         zip_bundle(bundle_dir, archive)
     except OSError as exc:
@@ -670,16 +676,53 @@ def _execute(
             "free the space or fix the permissions, then run again with --resume"
         ) from None
     report = validate_path(bundle_dir, host.registry, pack=pack.root)
-    health = endpoint_health(rows, host.registry.items("outcomes"))
     return RunOutcome(
         bundle_dir,
         archive,
-        len(rows),
-        sum(1 for row in rows if row["errors"]),
+        sealed.rows,
+        sealed.error_rows,
         resumed,
         report,
         excluded,
         retried_rows=retried,
-        warnings=tuple(health_warnings(health, settings.max_error_rate)),
-        failures=tuple(error_rate_problems(health, settings.max_error_rate)),
+        warnings=tuple(health_warnings(sealed.health, settings.max_error_rate)),
+        failures=tuple(error_rate_problems(sealed.health, settings.max_error_rate)),
     )
+
+
+@dataclass(frozen=True)
+class _Sealed:
+    """What one pass over a run's rows, as they were written into its bundle, gave."""
+
+    rows: int
+    error_rows: int
+    metrics: list[MetricValue]
+    health: list[EndpointHealth]
+
+
+def _write_rows(log: RowLog, path: Path, context: MetricContext, host: PluginHost) -> _Sealed:
+    """Write the bundle's rows in plan order, exactly the bytes the log holds, computing the metrics and the
+    endpoints' health as each row goes past (one row in memory at a time); atomically."""
+    import tempfile
+
+    summary = SummaryPass(context, host.registry)
+    health = HealthTally(host.registry.items("outcomes"))
+    rows = error_rows = 0
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            for line in log.lines_in_plan_order():
+                handle.write(line)
+                row = orjson.loads(line)
+                summary.add(row)
+                health.add(row)
+                rows += 1
+                error_rows += bool(row["errors"])
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return _Sealed(rows, error_rows, summary.values(), health.result())

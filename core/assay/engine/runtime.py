@@ -27,7 +27,10 @@ from .specs import parse_spec
 from .stages import stage_order
 from .stages.context import StageContext
 
-__all__ = ["CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
+#: Parsed cases a runtime keeps (the most recently used); see :meth:`Runtime.case`.
+CASES_KEPT = 512
+
+__all__ = ["CASES_KEPT", "CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
 
 #: Endpoint options the engine reads itself and never passes to a backend.
 ENGINE_ENDPOINT_OPTIONS = frozenset({"family"})
@@ -179,13 +182,21 @@ class Runtime:
         return backend.endpoint(endpoint_id, {k: v for k, v in options.items() if k not in ENGINE_ENDPOINT_OPTIONS})
 
     def case(self, case_id: str) -> dict[str, Any]:
-        """A case's data, parsed on first use."""
-        if case_id not in self._cases:
+        """A case's data, parsed on first use and kept while it is among the most recently used.
+
+        Items come case by case in plan order, so a few hundred cases kept
+        parse each case once; a pack of a million cases is never all held.
+        """
+        case = self._cases.pop(case_id, None)
+        if case is None:
             from ..documents import load_document
 
             entry = self._index[case_id]
-            self._cases[case_id] = load_document(self.pack.root / entry["path"]).data
-        return self._cases[case_id]
+            case = load_document(self.pack.root / entry["path"]).data
+            if len(self._cases) >= CASES_KEPT:
+                del self._cases[next(iter(self._cases))]  # the least recently used (dicts keep insertion order)
+        self._cases[case_id] = case
+        return case
 
     def policy(self, condition: str) -> Mapping[str, Any]:
         """The defense policy document of a condition."""

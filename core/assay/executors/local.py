@@ -47,9 +47,9 @@ class LocalExecutor:
             raise UsageError(f"the local executor takes no options (got {', '.join(sorted(options))})")
         from ..engine.runtime import Runtime
 
-        asyncio.run(self._run(runtime or Runtime(job), list(items), sink, max(1, concurrency)))
+        asyncio.run(self._run(runtime or Runtime(job), items, sink, max(1, concurrency)))
 
-    async def _run(self, runtime: Runtime, items: list[WorkItem], sink: Sink, concurrency: int) -> None:
+    async def _run(self, runtime: Runtime, items: Iterable[WorkItem], sink: Sink, concurrency: int) -> None:
         import asyncio
 
         from ..engine.threads import use_worker_threads
@@ -59,11 +59,11 @@ class LocalExecutor:
 
         async def worker() -> None:
             # Workers pull from one iterator: bounded concurrency without
-            # creating a task per item (runs may hold 10^5 items).
+            # creating a task per item, or holding the items (runs may plan 10^6).
             for item in queue:
                 sink(item, await runtime.execute(item))
 
         try:
-            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)) or 1)))
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
         finally:
             await runtime.aclose()

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Mapping, MutableSequence, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
 
 from ..bundle import BUNDLE_MANIFEST
-from ..components import MetricContext
+from ..components import MetricContext, MetricValue
 from ..documents import SourceDocument
 from ..errors import SpecError
 from ..hashing import digest_document, digest_file
@@ -27,7 +30,7 @@ from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_schemas
 from ..signing import SIGNATURE_FILE
-from ..summary import compare_claims, compute_metrics, members_read
+from ..summary import SummaryPass, compare_claims
 from ._common import check_schema, get, read_document, safe_child
 from ._provenance import check_provenance, used_components
 from ._report import Rank, Report
@@ -336,68 +339,112 @@ def _check_contents(
             # A large bundle is re-derived by a child that reads the rows itself, while they are read and checked
             # here and the metrics recomputed: two cores at work from the first row. Findings join at the end.
             rederiving.fork(lambda: _candidate_rows(rows_path))
-    lines: list[int] = []
-    offsets: list[int] = []
-    rows: list[dict[str, Any]] | None = None
-    # While a child re-derives, only what the metrics read is held of each row (the parent's share of the
-    # re-derivation reads its rows again, whole): most of a row is its transcript, which the metrics never read.
-    keep = members_read(registry) if rederiving is not None and rederiving.forked and not replay else None
+    lines, offsets = array("q"), array("q")
+    # The claimed metrics are read first, so that the rows go past them once as they are read and checked, and are
+    # never held (a million rows take the memory of a thousand); their findings come after the rows', as ever.
+    claims_report = Report(report.target)
+    cases = pack.cases_by_id() if pack is not None and case_index else {}
+    claims = _read_claims(manifest, bundle_doc, metrics_path, run, run_doc, run_rel, name, claims_report, registry)
+    recompute = _Recompute(claims, MetricContext(plan=run["plan"], cases=cases), registry)
+    kept: list[dict[str, Any]] | None = [] if replay else None  # replaying needs the rows; it is made for few
     health = HealthTally(registry.items("outcomes"))
+    count: int | None = None
+
+    def accept(row: dict[str, Any]) -> None:
+        recompute.add(row)
+        if kept is not None:
+            kept.append(row)
+
     try:
-        rows = _check_rows(
-            rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, keep, outcome_checks, health
+        count = _check_rows(
+            rows_path, name(rows_rel), run, case_index, registry, report, lines, offsets, accept, outcome_checks, health
         )
-        if rows is None:
+        if count is None:
             return
-        if replay and pack is not None and case_of is not None:
+        if kept is not None and pack is not None and case_of is not None:
             from ._replay import replay_rows
 
-            replayed = replay_rows(rows, lines, run, case_of, registry, pack.root, name(rows_rel), report)
-            for stage, count in replayed.items():
-                report.facts[f"{stage}_rows_replayed"] = count
-        if len(rows) != manifest["rows"]["count"]:
+            replayed = replay_rows(kept, lines, run, case_of, registry, pack.root, name(rows_rel), report)
+            for stage, replayed_count in replayed.items():
+                report.facts[f"{stage}_rows_replayed"] = replayed_count
+        kept = None
+        if count != manifest["rows"]["count"]:
             report.add(
                 name(BUNDLE_MANIFEST),
-                f"rows count says {manifest['rows']['count']}, {rows_rel} has {len(rows)}",
+                f"rows count says {manifest['rows']['count']}, {rows_rel} has {count}",
                 rank=Rank.INTEGRITY,
                 code="row-count",
                 line=bundle_doc.line_of("/rows/count"),
                 pointer="/rows/count",
             )
-        report.facts["rows"] = len(rows)
+        report.facts["rows"] = count
         # Not problems (a dead endpoint's rows are a faithful record), but the summary must not read as a clean run.
         report.facts["health_warnings"] = health_warnings(health.result())
-        cases = pack.cases_by_id() if pack is not None and case_index else {}
-        _check_metrics(manifest, bundle_doc, metrics_path, run, run_doc, run_rel, cases, rows, name, report, registry)
+        report.issues.extend(claims_report.issues)
+        if claims is not None:
+            _check_recomputed(claims, recompute, name, report)
     finally:
-        if rederiving is not None and rows is not None:
-            rows_at = _reader(rows_path, lines, offsets) if keep is not None else _holder(rows, lines)
-            rows = None
-            report.facts["verdicts_rederived"] = rederiving.finish(report, lines, rows_at)
+        if rederiving is not None and count is not None:
+            report.facts["verdicts_rederived"] = rederiving.finish(report, lines, _reader(rows_path, lines, offsets))
         elif rederiving is not None:
             rederiving.abandon()
 
 
-def _check_metrics(
+@dataclass
+class _Claims:
+    """A bundle's claimed metrics, read before its rows: the summary and which registered metrics it claims."""
+
+    document: SourceDocument
+    file: str
+    claims: list[dict[str, Any]]
+    names: set[str]
+
+
+class _Recompute:
+    """The claimed metrics recomputed as the accepted rows go past (see :class:`assay.summary.SummaryPass`).
+
+    A metric plugin failing on a hostile row is a finding, not a crash: the
+    first failure stops the recomputation and is kept for the report.
+    """
+
+    def __init__(self, claims: _Claims | None, context: MetricContext, registry: Registry) -> None:
+        self.error: Exception | None = None
+        self._summary: SummaryPass | None = None
+        if claims is not None:
+            try:
+                self._summary = SummaryPass(context, registry, claims.names)
+            except Exception as exc:  # noqa: BLE001 - plugin boundary, as below
+                self.error = exc
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Pass one accepted row to the claimed metrics."""
+        if self._summary is None:
+            return
+        try:
+            self._summary.add(row)
+        except Exception as exc:  # noqa: BLE001 - plugin boundary: a metric failing on hostile rows must not crash validation
+            self.error, self._summary = exc, None
+
+    def values(self) -> list[MetricValue]:
+        """The recomputed values; raises what a metric raised."""
+        if self.error is not None:
+            raise self.error
+        assert self._summary is not None
+        return self._summary.values()
+
+
+def _read_claims(
     manifest: dict[str, Any],
     bundle_doc: SourceDocument,
     metrics_path: Path,
     run: dict[str, Any],
     run_doc: SourceDocument,
     run_rel: str,
-    cases: Mapping[str, Mapping[str, Any]],
-    rows: list[dict[str, Any]],
     name: Callable[[str], str],
     report: Report,
     registry: Registry,
-) -> None:
-    """The metrics summary: sealed, every claim a registered metric, every number recomputed from the rows.
-
-    ``cases`` are the pack's case documents (empty without an intact pack), as the run's metrics saw them.
-    """
-    plan = run["plan"]
-
-    # ------------------------------------------------------------ metrics
+) -> _Claims | None:
+    """The metrics summary: sealed, schema-valid, every claim a registered metric (None when it cannot be read)."""
     metrics_rel = manifest["metrics"]["path"]
     metrics_doc = read_document(metrics_path, name(metrics_rel), report)
     if (
@@ -405,7 +452,7 @@ def _check_metrics(
         or not isinstance(metrics_doc.data, dict)
         or not check_schema(metrics_doc, "metrics_summary", name(metrics_rel), report)
     ):
-        return
+        return None
     claims = metrics_doc.data["metrics"]
     if digest_document(metrics_doc.data) != manifest["metrics"]["digest"]:
         report.add(
@@ -433,33 +480,38 @@ def _check_metrics(
         else:
             names.add(claim["metric"])
     check_provenance(run, run_doc, name(run_rel), registry, report, {("metrics", metric) for metric in names})
-    context = MetricContext(plan=plan, cases=cases)
+    return _Claims(metrics_doc, name(metrics_rel), claims, names)
+
+
+def _check_recomputed(claims: _Claims, recompute: _Recompute, name: Callable[[str], str], report: Report) -> None:
+    """Every claimed number of a registered metric against the one recomputed from the rows."""
     try:
-        recomputed = compute_metrics(rows, context, registry, names)
+        recomputed = recompute.values()
     except Exception as exc:  # noqa: BLE001 - plugin boundary: a metric failing on hostile rows must not crash validation
         report.add(
-            name(metrics_rel),
+            claims.file,
             f"metrics could not be recomputed: {type(exc).__name__}: {exc}",
             rank=Rank.METRICS,
             code="metric-error",
         )
         return
-    mismatches = compare_claims([c for c in claims if c["metric"] in names], recomputed)
-    claimed_index = [i for i, c in enumerate(claims) if c["metric"] in names]
+    names = claims.names
+    mismatches = compare_claims([c for c in claims.claims if c["metric"] in names], recomputed)
+    claimed_index = [i for i, c in enumerate(claims.claims) if c["metric"] in names]
     for mismatch in mismatches[:_MAX_LISTED]:
         pointer = f"/metrics/{claimed_index[mismatch.index]}"
         field_pointer = pointer + ("" if mismatch.field == "group" else f"/{mismatch.field}")
         report.add(
-            name(metrics_rel),
+            claims.file,
             mismatch.message,
             rank=Rank.METRICS,
             code="metric-mismatch",
-            line=metrics_doc.line_of(field_pointer),
+            line=claims.document.line_of(field_pointer),
             pointer=field_pointer,
         )
     if len(mismatches) > _MAX_LISTED:
         report.add(
-            name(metrics_rel),
+            claims.file,
             f"{len(mismatches) - _MAX_LISTED} more claimed numbers are not reproduced",
             rank=Rank.METRICS,
             code="metric-mismatch",
@@ -741,17 +793,17 @@ _RowsAt = Callable[[Sequence[int]], tuple[list[dict[str, Any]], list[int]]]
 def _reader(path: Path, lines: Sequence[int], offsets: Sequence[int]) -> _RowsAt:
     """The whole rows at some of ``lines`` (found at byte ``offsets``), read again: those the schema still accepts.
 
-    What re-derivation reads when the validation kept only the members its
-    metrics read of each row: a chunk at a time, from where each row was found.
+    What re-derivation reads, since the validation holds none of the rows: a
+    chunk at a time, from where each row was found (``lines`` rise, so each
+    is found by bisection, not through a table of every row).
     """
-    where = dict(zip(lines, offsets, strict=True))
 
     def rows_at(wanted: Sequence[int]) -> tuple[list[dict[str, Any]], list[int]]:
         rows: list[dict[str, Any]] = []
         found: list[int] = []
         with open(path, "rb", buffering=_READ_BUFFER) as handle:
             for line in wanted:
-                handle.seek(where[line])
+                handle.seek(offsets[bisect_left(lines, line)])
                 row, problem, _ = _parse_row(handle.readline(MAX_ROW_BYTES + 1).rstrip(b"\n"))
                 if problem is None and _schema_valid(row):
                     rows.append(row)
@@ -761,28 +813,32 @@ def _reader(path: Path, lines: Sequence[int], offsets: Sequence[int]) -> _RowsAt
     return rows_at
 
 
-def _holder(rows: Sequence[dict[str, Any]], lines: Sequence[int]) -> _RowsAt:
-    """The rows at some of ``lines``, from the whole rows the validation kept."""
-    by_line = dict(zip(lines, rows, strict=True))
-    return lambda wanted: ([by_line[line] for line in wanted], list(wanted))
-
-
 def _case_loader(pack: Pack, case_index: dict[str, dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
-    """A cached ``case_id -> case data`` reader over an intact pack (None for a case it cannot give)."""
+    """A ``case_id -> case data`` reader over an intact pack (None for a case it cannot give), keeping the most
+    recently read cases (rows come case by case; a pack of a million cases is not held)."""
     from ..documents import DocumentError, load_document
 
     cases: dict[str, dict[str, Any] | None] = {}
 
     def case_of(case_id: str) -> dict[str, Any] | None:
-        if case_id not in cases:
-            entry = case_index.get(case_id)
-            try:
-                cases[case_id] = None if entry is None else load_document(pack.root / entry["path"]).data
-            except (DocumentError, OSError):
-                cases[case_id] = None  # the pack's integrity check above reports an unreadable case file
-        return cases[case_id]
+        if case_id in cases:
+            case = cases[case_id] = cases.pop(case_id)  # the most recently used goes last
+            return case
+        entry = case_index.get(case_id)
+        try:
+            case = None if entry is None else load_document(pack.root / entry["path"]).data
+        except (DocumentError, OSError):
+            case = None  # the pack's integrity check above reports an unreadable case file
+        if len(cases) >= _CASES_KEPT:
+            del cases[next(iter(cases))]
+        cases[case_id] = case
+        return case
 
     return case_of
+
+
+#: Parsed cases a validation keeps (see :func:`_case_loader`).
+_CASES_KEPT = 512
 
 
 def _check_rows(
@@ -792,20 +848,20 @@ def _check_rows(
     case_index: dict[str, Any],
     registry: Registry,
     report: Report,
-    lines: list[int] | None = None,
-    offsets: list[int] | None = None,
-    keep: frozenset[str] | None = None,
+    lines: MutableSequence[int] | None = None,
+    offsets: MutableSequence[int] | None = None,
+    accept: Callable[[dict[str, Any]], None] | None = None,
     outcome_checks: Mapping[str, CompiledSchema] | None = None,
     health: HealthTally | None = None,
-) -> list[dict[str, Any]] | None:
-    """Parse, schema-check and key-check every row; returns the parsed rows (invalid ones excluded).
+) -> int | None:
+    """Parse, schema-check and key-check every row; returns how many were accepted (None when the file could not
+    be read on).
 
-    ``lines`` and ``offsets`` receive the line number and byte offset of each
-    returned row. With ``keep``, a returned row holds only those members (what
-    the metrics read): the rest of a large bundle is let go as it is read.
-    ``outcome_checks`` are the outcome schemas of the plugins' stages the run
-    planned (see :func:`_extension_stages`). ``health`` counts every returned
-    row whole, before ``keep`` strips it (see :mod:`assay.health`).
+    Each accepted row is passed to ``accept`` and let go: nothing here holds
+    the rows. ``lines`` and ``offsets`` receive the line number and byte
+    offset of each. ``outcome_checks`` are the outcome schemas of the plugins'
+    stages the run planned (see :func:`_extension_stages`). ``health`` counts
+    every accepted row (see :mod:`assay.health`).
     """
     plan = run["plan"]
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
@@ -829,10 +885,8 @@ def _check_rows(
     ]
     judges = set(registry.names("judges"))
     counts: dict[str, int] = {}
-    seen: dict[tuple[Any, ...], int] = {}
-    rows: list[dict[str, Any]] = []
-    case_digests = {case_id: entry.get("sha256") for case_id, entry in case_index.items()}
-    members = None if keep is None else sorted(keep)
+    seen = _FirstLines(plan, path.stat().st_size)
+    accepted = 0
     unreadable = 0
     for number, offset, raw, ended in _row_lines(path):
         if not ended:
@@ -876,19 +930,19 @@ def _check_rows(
             continue
         key = row["key"]
         ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"], key["protocol"])
-        if ident in seen:
+        first = seen.first(ident, number)
+        if first is not None:
             _row_error(
                 report,
                 file,
                 number,
                 "/key",
-                f"duplicate row: same key as line {seen[ident]}",
+                f"duplicate row: same key as line {first}",
                 Rank.COMPLETENESS,
                 "duplicate-row",
                 counts,
             )
             continue
-        seen[ident] = number
         if not (
             ident[0] in plan_cases
             and ident[1] in plan_endpoints
@@ -909,7 +963,8 @@ def _check_rows(
                 counts,
             )
             continue
-        expected_digest = case_digests.get(key["case_id"])
+        entry = case_index.get(key["case_id"])
+        expected_digest = entry.get("sha256") if entry is not None else None
         if expected_digest is not None and row["case_digest"] != expected_digest:
             _row_error(
                 report,
@@ -991,7 +1046,9 @@ def _check_rows(
                 )
         if health is not None:
             health.add(row)
-        rows.append(row if members is None else {member: row[member] for member in members if member in row})
+        if accept is not None:
+            accept(row)
+        accepted += 1
         if lines is not None:
             lines.append(number)
         if offsets is not None:
@@ -1002,33 +1059,94 @@ def _check_rows(
                 file, f"{count - _MAX_LISTED} more rows with the same problem ({code})", rank=Rank.SCHEMA, code=code
             )
 
-    expected_total = 1
-    for field in ("case_id", "endpoint", "condition", "seed", "epoch", "protocol"):
-        expected_total *= len(plan_sets[field])
-    if len(seen) < expected_total:
-        gaps = []
-        for combo in itertools.product(
-            plan["cases"],
-            plan["endpoints"],
-            plan["conditions"],
-            plan["seeds"],
-            range(plan["epochs"]),
-            plan["protocols"],
-        ):
-            if combo not in seen:
-                gaps.append(combo)
-        for combo in gaps[:_MAX_LISTED]:
-            report.add(
-                file,
-                "missing row: case {} x endpoint {} x condition {} x seed {} x epoch {} x protocol {}".format(*combo),
-                rank=Rank.COMPLETENESS,
-                code="missing-row",
-            )
-        if len(gaps) > _MAX_LISTED:
-            report.add(
-                file,
-                f"{len(gaps) - _MAX_LISTED} more planned rows are missing ({len(gaps)} of {expected_total})",
-                rank=Rank.COMPLETENESS,
-                code="missing-row",
-            )
-    return rows
+    missing = seen.missing()
+    for combo in itertools.islice(missing, _MAX_LISTED):
+        report.add(
+            file,
+            "missing row: case {} x endpoint {} x condition {} x seed {} x epoch {} x protocol {}".format(*combo),
+            rank=Rank.COMPLETENESS,
+            code="missing-row",
+        )
+    more = sum(1 for _ in missing)
+    if more:
+        report.add(
+            file,
+            f"{more} more planned rows are missing ({_MAX_LISTED + more} of {seen.planned})",
+            rank=Rank.COMPLETENESS,
+            code="missing-row",
+        )
+    return accepted
+
+
+class _FirstLines:
+    """The line of each row key's first row, to find duplicates and the planned rows that are missing.
+
+    Held compactly: eight bytes per item of the plan, by its position, when
+    the plan is no larger than the rows file could fill (a hostile run
+    manifest may plan far more than its rows); a dict entry per key otherwise,
+    and for keys outside the plan.
+    """
+
+    def __init__(self, plan: Mapping[str, Any], file_size: int) -> None:
+        axes = (plan["cases"], plan["endpoints"], plan["conditions"], plan["seeds"], range(plan["epochs"]),
+                plan["protocols"])  # fmt: skip
+        self._axes = [list(dict.fromkeys(values)) for values in axes]
+        self._index = [{value: position for position, value in enumerate(values)} for values in self._axes]
+        self.planned = 1
+        for values in self._axes:
+            self.planned *= len(values)
+        compact = self.planned <= max(1 << 16, file_size // _SMALLEST_ROW)
+        self._lines: array[int] | None = array("q", bytes(8 * self.planned)) if compact else None
+        self._others: dict[tuple[Any, ...], int] = {}
+        self._seen_planned = 0
+
+    def _position(self, ident: tuple[Any, ...]) -> int | None:
+        position = 0
+        try:
+            for value, index in zip(ident, self._index, strict=True):
+                position = position * len(index) + index[value]
+        except (KeyError, TypeError):
+            return None
+        return position
+
+    def first(self, ident: tuple[Any, ...], line: int) -> int | None:
+        """The line of the key's first row when it was seen before (a duplicate), else None (and this line is)."""
+        position = self._position(ident)
+        if position is not None and self._lines is not None:
+            before = self._lines[position]
+            if before:
+                return int(before)
+            self._lines[position] = line
+            self._seen_planned += 1
+            return None
+        before_line = self._others.get(ident)
+        if before_line is not None:
+            return before_line
+        self._others[ident] = line
+        self._seen_planned += position is not None
+        return None
+
+    def missing(self) -> Iterator[tuple[Any, ...]]:
+        """Every planned key without a row, in plan order."""
+        if self._seen_planned >= self.planned:
+            return
+        if self._lines is not None:
+            for position, line in enumerate(self._lines):
+                if not line:
+                    yield self._key_at(position)
+            return
+        for combo in itertools.product(*self._axes):
+            if combo not in self._others:
+                yield combo
+
+    def _key_at(self, position: int) -> tuple[Any, ...]:
+        fields: list[Any] = []
+        for values in reversed(self._axes):
+            position, index = divmod(position, len(values))
+            fields.append(values[index])
+        return tuple(reversed(fields))
+
+
+#: Bytes below which no row fits its schema: a plan of more items than a rows file of a size could hold is kept in
+#: a dict, not an array.
+_SMALLEST_ROW = 64

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ...components import Metric, MetricContext, MetricValue
+from ...components import Metric, MetricAccumulator, MetricContext, MetricValue
 from ...metrics import (
     ROW_MEMBERS,
     DistributionMetric,
+    GroupKey,
     RateMetric,
     Row,
+    accumulated,
     carried,
-    grouped_rows,
-    register_tests,
+    case_fields,
     stage_outcome,
 )
 
@@ -50,22 +51,48 @@ class PermissionStatic:
             return math.fsum(self._value(static, one) or 0.0 for one in AXES[:3]) / 3
         return 0.0 if static.get("outside_scope", {}).get(axis) else value
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One macro average per group and axis over rows with static scores."""
+        return accumulated(self, rows, context)
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Per group and axis: the scores' count and sum (in row order, so the mean is the list's)."""
+        return _StaticAccumulator(self, context)
+
+
+class _StaticAccumulator:
+    def __init__(self, metric: PermissionStatic, context: MetricContext) -> None:
+        self.metric = metric
+        self._parts = case_fields(context, metric.by)
+        self.groups: dict[GroupKey, list[list[Any]]] = {}
+
+    def add(self, row: Row) -> None:
+        if "permission" not in row.get("stages", _NO_STAGES):
+            return
+        static = carried(row, "permission").get("static")
+        if static is None:
+            return
+        key = row["key"]
+        group = (("endpoint", key["endpoint"]), ("condition", key["condition"]), *self._parts(key["case_id"]))
+        sums = self.groups.get(group)
+        if sums is None:
+            sums = self.groups[group] = [[0, 0] for _ in AXES]
+        for axis, state in zip(AXES, sums, strict=True):
+            value = self.metric._value(static, axis)
+            if value is not None:
+                state[0] += 1
+                state[1] += value
+
+    def values(self) -> list[MetricValue]:
         values = []
-        for group, all_members in grouped_rows(rows, context, self.by, "permission").items():
-            members = [row for row in all_members if carried(row, "permission").get("static") is not None]
-            if not members:
-                continue
-            for axis in AXES:
-                numbers = [
-                    v
-                    for v in (self._value(carried(row, "permission")["static"], axis) for row in members)
-                    if v is not None
-                ]
-                mean = sum(numbers) / len(numbers) if numbers else None
-                values.append(MetricValue(self.name, {**dict(group), "axis": axis}, mean, None, len(numbers)))
+        for group in sorted(self.groups, key=lambda k: [str(v) for _, v in k]):
+            for axis, (count, total) in zip(AXES, self.groups[group], strict=True):
+                mean = total / count if count else None
+                values.append(MetricValue(self.metric.name, {**dict(group), "axis": axis}, mean, None, count))
         return values
+
+
+_NO_STAGES: Mapping[str, Any] = {}
 
 
 def _dynamic(row: Row) -> Mapping[str, Any] | None:
@@ -144,5 +171,3 @@ METRICS: tuple[Metric, ...] = (
         category_of=lambda row: carried(row, "permission").get("error_category"),
     ),
 )
-
-register_tests(METRICS)

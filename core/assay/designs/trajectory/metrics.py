@@ -12,7 +12,6 @@ from ...metrics import (
     RateMetric,
     Row,
     carried,
-    register_tests,
 )
 
 
@@ -116,5 +115,3 @@ METRICS: tuple[Metric, ...] = (
         category_of=lambda row: _trajectory(row)["primary_failure_label"],
     ),
 )
-
-register_tests(METRICS)

@@ -12,11 +12,12 @@ exact McNemar per measure, Holm-adjusted across the defenses of an endpoint.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from assay.api import (
+    MetricAccumulator,
     MetricContext,
     MetricValue,
     Outcome,
@@ -79,19 +80,35 @@ class TaskRate:
         """This rate's outcome for one row (None outside its denominator)."""
         return self.hit(row) if self.applies(row) else None
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One rate per endpoint and condition."""
-        counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        accumulator = self.accumulate(context)
         for row in rows:
-            if self.applies(row):
-                cell = counts[str(row["key"]["endpoint"]), str(row["key"]["condition"])]
-                cell[0] += bool(self.hit(row))
-                cell[1] += 1
+            accumulator.add(row)
+        return accumulator.values()
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Hits and rows per endpoint and condition (see ``assay.api.MetricAccumulator``)."""
+        return _RateCounts(self)
+
+
+class _RateCounts:
+    def __init__(self, metric: TaskRate) -> None:
+        self.metric = metric
+        self.counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+
+    def add(self, row: Row) -> None:
+        if self.metric.applies(row):
+            cell = self.counts[str(row["key"]["endpoint"]), str(row["key"]["condition"])]
+            cell[0] += bool(self.metric.hit(row))
+            cell[1] += 1
+
+    def values(self) -> list[MetricValue]:
         values = []
-        for (endpoint, condition_name), (hits, n) in sorted(counts.items()):
+        for (endpoint, condition_name), (hits, n) in sorted(self.counts.items()):
             low, high = wilson_interval(hits, n)
             group = {"endpoint": endpoint, "condition": condition_name}
-            values.append(MetricValue(self.name, group, rate(hits, n), hits, n, low, high))
+            values.append(MetricValue(self.metric.name, group, rate(hits, n), hits, n, low, high))
         return values
 
 
@@ -137,17 +154,34 @@ class McNemarByAttack:
     )
     stage: str = NAME
 
-    def compute(self, rows: Sequence[Row], context: MetricContext) -> list[MetricValue]:
+    def compute(self, rows: Iterable[Row], context: MetricContext) -> list[MetricValue]:
         """One test per endpoint, defended condition and measure with at least one pair."""
-        outcomes: dict[tuple[str, str, str], dict[tuple[Any, ...], bool]] = defaultdict(dict)
+        accumulator = self.accumulate(context)
         for row in rows:
-            for rate_metric in HEADLINE:
-                verdict = rate_metric.outcome(row)
-                if verdict is None:
-                    continue
-                key = row["key"]
-                ident = (key["case_id"], key.get("seed"), key.get("epoch"), key.get("protocol"))
-                outcomes[str(key["endpoint"]), str(key["condition"]), rate_metric.name][ident] = verdict
+            accumulator.add(row)
+        return accumulator.values()
+
+    def accumulate(self, context: MetricContext) -> MetricAccumulator:
+        """Each measure's outcome per work item (a few bytes each: never the rows)."""
+        return _PairedOutcomes(self)
+
+
+class _PairedOutcomes:
+    def __init__(self, metric: McNemarByAttack) -> None:
+        self.metric = metric
+        self.outcomes: dict[tuple[str, str, str], dict[tuple[Any, ...], bool]] = defaultdict(dict)
+
+    def add(self, row: Row) -> None:
+        for rate_metric in HEADLINE:
+            verdict = rate_metric.outcome(row)
+            if verdict is None:
+                continue
+            key = row["key"]
+            ident = (key["case_id"], key.get("seed"), key.get("epoch"), key.get("protocol"))
+            self.outcomes[str(key["endpoint"]), str(key["condition"]), rate_metric.name][ident] = verdict
+
+    def values(self) -> list[MetricValue]:
+        outcomes = self.outcomes
         tests: dict[str, list[tuple[str, str, str, int, int, int, float, float]]] = defaultdict(list)
         for (endpoint, condition_name, measure), after in sorted(outcomes.items()):
             made = condition(condition_name)
@@ -171,7 +205,7 @@ class McNemarByAttack:
                 detail = {"b": b, "c": c, "n_pairs": n, "p_raw": mcnemar_exact(b, c), "baseline": baseline,
                           "rate_baseline": base_rate, "rate_condition": new_rate}  # fmt: skip
                 group = {"endpoint": endpoint, "condition": name, "measure": measure}
-                values.append(MetricValue(self.name, group, p_holm, None, n, None, None, detail))
+                values.append(MetricValue(self.metric.name, group, p_holm, None, n, None, None, detail))
         return values
 
 
