@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DocumentError",
     "SourceDocument",
+    "check_tree",
     "escape_pointer",
     "json_pointer_lines",
     "load_document",
     "parse_json_text",
     "parse_yaml_text",
     "plain_data",
+    "strict_json_decoder",
     "top_level_string",
 ]
 
@@ -304,13 +306,25 @@ def parse_json_text(text: str, path: Path) -> SourceDocument:
         raise DocumentError(f"malformed JSON: nested too deep (more than {MAX_DEPTH} levels)") from None
     except ValueError as exc:
         raise DocumentError(f"malformed JSON: {exc}") from None
-    _check_tree(data, surrogates="\\ud" in text.lower())
+    check_tree(data, surrogates="\\ud" in text.lower())
     return SourceDocument(path, data, lambda: json_pointer_lines(text))
 
 
-def _check_tree(data: Any, *, surrogates: bool) -> None:
-    """Depth (and, when the text has such escapes, lone surrogates) of parsed JSON, without recursion."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
+def strict_json_decoder() -> json.JSONDecoder:
+    """A decoder with :func:`parse_json_text`'s rules (no duplicate keys, no NaN, exact numbers), for a reader that
+    parses a document a value at a time (see :mod:`assay.case_index`); :func:`check_tree` checks the rest."""
+    return json.JSONDecoder(
+        object_pairs_hook=_unique_pairs,
+        parse_constant=_reject_constant,
+        parse_int=_exact_int,
+        parse_float=_finite_float,
+    )
+
+
+def check_tree(data: Any, *, surrogates: bool, depth: int = 1) -> None:
+    """Depth (and, when the text has such escapes, lone surrogates) of parsed JSON found at ``depth`` of its
+    document, without recursion; raises DocumentError."""
+    stack: list[tuple[Any, int]] = [(data, depth)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):

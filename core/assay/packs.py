@@ -24,12 +24,14 @@ import functools
 import json
 import os
 import tempfile
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .documents import DocumentError, SourceDocument, load_document, plain_data, top_level_string
+from .case_index import ManifestParts, parts_of, read_manifest_parts
+from .documents import YAML_SUFFIXES, DocumentError, SourceDocument, load_document, plain_data, top_level_string
 from .errors import PackError
 from .hashing import digest_document, file_entry
 
@@ -178,6 +180,11 @@ class _CaseView(Mapping[str, Any]):
 _VIEWS_KEPT = 4096
 
 
+#: Manifests read in parts, shared by the packs of one directory while any of them holds them (a run and its own
+#: validation read one pack).
+_PARTS: weakref.WeakValueDictionary[tuple[Any, ...], ManifestParts] = weakref.WeakValueDictionary()
+
+
 class CaseDocuments(Mapping[str, Mapping[str, Any]]):
     """A pack's cases by id, each a :class:`_CaseView` (read lazily, once)."""
 
@@ -255,19 +262,36 @@ class Pack:
             if fast is not None:
                 return fast
         try:
-            return str(self.manifest.get("name", self.root.name))
+            return str(self.parts.members.get("name", self.root.name))
         except PackError:
             return f"unreadable:{self.root}"
+
+    @functools.cached_property
+    def parts(self) -> ManifestParts:
+        """The manifest's members and its case list held compactly (see :mod:`assay.case_index`): what running,
+        validating a bundle and reporting need, without the whole manifest in memory. Raises PackError when the
+        manifest cannot be read."""
+        if "manifest_document" in self.__dict__ or self.manifest_path.suffix.lower() in YAML_SUFFIXES:
+            return parts_of(self.manifest)
+        try:
+            stat = self.manifest_path.stat()
+            key = (str(self.manifest_path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            found = _PARTS.get(key)
+            if found is None:
+                found = _PARTS[key] = read_manifest_parts(self.manifest_path)
+            return found
+        except (DocumentError, OSError):
+            return parts_of(self.manifest)  # read whole: it says what is wrong
 
     @property
     def version(self) -> str:
         """The pack version from the manifest."""
-        return str(self.manifest.get("version", ""))
+        return str(self.parts.members.get("version", ""))
 
     @property
     def claimed_digest(self) -> str | None:
         """The digest the manifest states."""
-        value = self.manifest.get("digest")
+        value = self.parts.members.get("digest")
         return value if isinstance(value, str) else None
 
     def computed_digest(self) -> str:
@@ -276,13 +300,10 @@ class Pack:
         manifest["cases"], manifest["fixtures"] = scan_pack(self.root)
         return compute_digest(manifest)
 
-    def case_index(self) -> dict[str, dict[str, Any]]:
-        """Case id to its manifest entry (id, family, path, sha256, size), without parsing case files."""
-        return {
-            entry["id"]: entry
-            for entry in self.manifest.get("cases", [])
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str)
-        }
+    def case_index(self) -> Mapping[str, Mapping[str, Any]]:
+        """Case id to its manifest entry (id, family, path, sha256, size), without parsing case files (held
+        compactly: see :class:`assay.case_index.CaseIndex`)."""
+        return self.parts.cases
 
     def cases_by_id(self) -> CaseDocuments:
         """Case id to its case document, each read from its file only when a member other than ``family`` is
@@ -295,18 +316,19 @@ class Pack:
 
         from .hashing import digest_file
 
-        manifest = self.manifest
+        parts = self.parts
         try:
-            if compute_digest(manifest) != manifest.get("digest"):
+            if parts.digest() != parts.members.get("digest"):
                 return "its manifest digest does not match its contents"
-        except (ValueError, RecursionError) as exc:  # rfc8785 refuses some values; that is a broken manifest
+        except (DocumentError, ValueError, RecursionError) as exc:  # rfc8785 refuses some values: a broken manifest
             return f"its manifest cannot be hashed ({exc})"
         for folder in ("cases", "fixtures", "tasks"):
             irregular = irregular_entries(self.root / folder)
             if irregular:
                 return f"{folder}/{irregular[0]} is a link or special file (packs hold none)"
         present = regular_files(self.root)
-        for entry in itertools.chain(manifest.get("cases", []), manifest.get("fixtures", [])):
+        fixtures = parts.members.get("fixtures", [])
+        for entry in itertools.chain(parts.cases.entries(), fixtures if isinstance(fixtures, list) else []):
             if not isinstance(entry, dict) or entry.get("path") not in present:
                 return f"{entry.get('path') if isinstance(entry, dict) else entry} is missing"
             if digest_file(self.root / entry["path"])[0] != entry.get("sha256"):

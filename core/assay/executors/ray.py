@@ -2,13 +2,15 @@
 
 Options (``--executor ray:address=auto,batch=16``): ``address`` of an existing
 cluster (default: start a local one, or join the one ``RAY_ADDRESS`` names),
-``batch`` items per task, ``num_cpus`` for a local cluster. Each worker
+``batch`` items per task, ``num_cpus`` for a local cluster, ``inflight``
+batches at a time (default: two per CPU of the cluster). Each worker
 process rebuilds the runtime from the job once and reuses it for every batch
 it runs; rows come back to the driver, which appends them as tasks finish.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,9 +96,16 @@ class RayExecutor:
             started_here = True
         try:
             remote = ray.remote(run_batch)
-            items = list(items)
-            pending = [remote.remote(job, items[i : i + batch], concurrency) for i in range(0, len(items), batch)]
-            while pending:
+            # Batches are made from the items as earlier ones finish, a few per worker in flight: neither the items
+            # nor their rows are ever all held, by the driver or in the object store (runs may plan 10^6 items).
+            inflight = max(1, int(options.get("inflight", 0) or 2 * int(ray.cluster_resources().get("CPU", 1))))  # type: ignore[no-untyped-call]
+            queue = iter(items)
+            pending: list[Any] = []
+            while True:
+                while len(pending) < inflight and (chunk := list(itertools.islice(queue, batch))):
+                    pending.append(remote.remote(job, chunk, concurrency))
+                if not pending:
+                    break
                 done, pending = ray.wait(pending, num_returns=1)
                 for item, row in ray.get(done[0]):
                     sink(item, row)

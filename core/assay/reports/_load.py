@@ -183,7 +183,7 @@ def case_families(
             return {}, f"unknown: pack {identity.get('name')} is not installed (install it or pass --pack DIR)"
         pack, where = installed, f"installed pack {identity.get('name')}"
     try:
-        manifest = pack.manifest
+        manifest = pack.parts.members
     except AssayError as exc:
         return {}, f"unknown: {where} cannot be read ({exc})"
     # Families of another version of the pack could silently regroup the rows.

@@ -266,7 +266,7 @@ def _check_contents(
             pointer="/pack",
         )
     pack, where = _resolve_pack(identity, registry, pack_root)
-    case_index: dict[str, dict[str, Any]] = {}
+    case_index: Mapping[str, Mapping[str, Any]] = {}
     if pack is None:
         report.add(
             name(BUNDLE_MANIFEST),
@@ -279,7 +279,7 @@ def _check_contents(
     else:
         try:
             problem = pack.integrity_problem()
-            pack_manifest = pack.manifest
+            pack_manifest = pack.parts.members
         except Exception as exc:  # noqa: BLE001 - an untrusted pack that fails to read in any way is a finding, not a crash
             problem, pack_manifest = f"it cannot be read ({exc})", {}
         if problem is not None:
@@ -521,7 +521,7 @@ def _check_recomputed(claims: _Claims, recompute: _Recompute, name: Callable[[st
 
 def _check_sampling(
     plan: dict[str, Any],
-    case_index: dict[str, dict[str, Any]],
+    case_index: Mapping[str, Mapping[str, Any]],
     registry: Registry,
     run_doc: SourceDocument,
     name: str,
@@ -813,7 +813,7 @@ def _reader(path: Path, lines: Sequence[int], offsets: Sequence[int]) -> _RowsAt
     return rows_at
 
 
-def _case_loader(pack: Pack, case_index: dict[str, dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
+def _case_loader(pack: Pack, case_index: Mapping[str, Mapping[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
     """A ``case_id -> case data`` reader over an intact pack (None for a case it cannot give), keeping the most
     recently read cases (rows come case by case; a pack of a million cases is not held)."""
     from ..documents import DocumentError, load_document
@@ -845,7 +845,7 @@ def _check_rows(
     path: Path,
     file: str,
     run: dict[str, Any],
-    case_index: dict[str, Any],
+    case_index: Mapping[str, Mapping[str, Any]],
     registry: Registry,
     report: Report,
     lines: MutableSequence[int] | None = None,
