@@ -80,6 +80,20 @@ def _step(step: str, arguments: list[str]) -> None:
         )  # fmt: skip
         if not outcome.report.ok or outcome.error_rows:
             raise SystemExit(f"run not clean: {outcome.error_rows} error rows; valid={outcome.report.ok}")
+    elif step == "scripted":
+        from assay.engine.run import RunSettings, execute_run
+        from assay.plugins import load_plugins
+
+        pack, out, executor, resume = arguments
+        host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+        outcome = execute_run(
+            RunSettings(pack=pack, endpoints=["scripted:mixed"], stages=["semantic", "audit"], concurrency=64,
+                        progress=False, out=Path(out), executor=executor, resume=resume == "resume"),
+            host=host,
+        )  # fmt: skip
+        if not outcome.report.ok or outcome.error_rows:
+            raise SystemExit(f"run not clean: {outcome.error_rows} error rows; valid={outcome.report.ok}")
+        extra["resumed"] = outcome.resumed_rows
     elif step in ("validate", "report"):
         from assay.cli import main
 
@@ -89,6 +103,61 @@ def _step(step: str, arguments: list[str]) -> None:
         )
         extra["exit"] = code
     print(json.dumps({"wall": time.perf_counter() - wall, "cpu": _cpu() - cpu, "peak_kib": _peak_kib(), **extra}))
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _scripted_runs(work: Path, size: int) -> None:
+    """The largest pack with the scripted agent: locally, on a local Ray cluster of several worker processes, and
+    killed midway then resumed; the three bundles' rows must be byte for byte the same, and the resumed run's
+    row log must hold each item once."""
+    import os
+    import signal
+
+    pack = str(work / f"pack-{size}")
+    local = _child("scripted", pack, str(work / "scripted-local"), "local", "fresh")
+    ray = _child("scripted", pack, str(work / "scripted-ray"), "ray:num_cpus=4,batch=64", "fresh")
+    # Killed midway: a child run that is sent SIGKILL once its row log holds half the items, then resumed.
+    out = work / "scripted-killed"
+    log = out / "state" / "rows.jsonl"
+    argv = [sys.executable, str(HERE), "--step", "scripted", pack, str(out), "local", "fresh"]
+    victim = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    row_bytes = 0
+    while victim.poll() is None:
+        if not row_bytes and log.exists() and log.stat().st_size:
+            with open(log, "rb") as handle:
+                row_bytes = len(handle.readline())
+        if row_bytes and log.stat().st_size // row_bytes >= size // 2:
+            os.kill(victim.pid, signal.SIGKILL)
+            break
+        time.sleep(0.2)
+    victim.wait()
+    if victim.returncode != -signal.SIGKILL:
+        raise SystemExit("engine_scale: the run to kill finished before it was killed; use a larger size")
+    resumed = _child("scripted", pack, str(out), "local", "resume")
+    with open(log, "rb") as handle:
+        logged = sum(1 for _ in handle)
+    rows = {name: _digest(work / name / "bundle" / "rows.jsonl") for name in ("scripted-local", "scripted-ray")}
+    rows["scripted-killed"] = _digest(out / "bundle" / "rows.jsonl")
+    same = len(set(rows.values())) == 1
+    for name, measured in (("local", local), ("ray (4 workers)", ray)):
+        print(
+            f"scripted {size} cases, {name}: wall {measured['wall']:.1f} s, {size / measured['wall']:.0f} items/s, "
+            f"driver CPU {measured['cpu'] / size * 1000:.3f} ms per case, driver peak RSS "
+            f"{measured['peak_kib'] / 1024:.0f} MB"
+        )
+    ratio = resumed["peak_kib"] / local["peak_kib"]
+    print(
+        f"killed at {int(resumed['resumed'])} of {size} rows and resumed: peak RSS {resumed['peak_kib'] / 1024:.0f} MB "
+        f"({ratio:.2f} x the uninterrupted run's, target <= {RSS_RATIO}: {'met' if ratio <= RSS_RATIO else 'MISSED'}); "
+        f"row log {logged} lines for {size} items: {'met' if logged == size else 'MISSED'}"
+    )
+    print(f"rows of local, ray and resumed runs byte-identical: {'met' if same else 'MISSED'} ({rows})")
 
 
 def main() -> int:
@@ -135,6 +204,7 @@ def main() -> int:
               f"{'met' if rss_ratio <= RSS_RATIO else 'MISSED'}")  # fmt: skip
         print(f"run CPU per case ratio {sizes[-1]}:{sizes[0]} = {cpu_ratio:.2f} (target <= {CPU_SLACK}): "
               f"{'met' if cpu_ratio <= CPU_SLACK else 'MISSED'}")  # fmt: skip
+        _scripted_runs(work, sizes[-1])
         for step in ("validate", "report"):
             reference = _child(
                 step, str(work / f"run-{args.reference}" / "bundle"), str(work / f"pack-{args.reference}")

@@ -138,6 +138,13 @@ class CaseIndex(Mapping[str, Mapping[str, Any]]):
         entry: Mapping[str, Any] = _copy(self._entry(element)) if element in self._whole else self._entry(element)
         return entry
 
+    def family_of(self, case_id: str) -> Any:
+        """A case's family (None when its entry names none), without making its entry."""
+        element = self._row[case_id]
+        if element in self._whole:
+            return self._whole[element].get("family")
+        return self._families[self._family[element]]
+
     def __contains__(self, case_id: object) -> bool:
         return case_id in self._row
 

@@ -26,6 +26,7 @@ from operator import itemgetter
 from typing import Any, ClassVar, Protocol
 
 from .components import MetricAccumulator, MetricContext, MetricValue
+from .plan_matrix import PlanMatrix
 from .stats import holm_adjust, mcnemar_exact, rate, wilson_interval
 
 __all__ = [
@@ -301,58 +302,38 @@ class _Slots:
     """Work items' positions in the plan's matrix over some key fields: a byte per item instead of a dict entry.
 
     Shared within a pass. ``slot`` is None for a key outside the plan (the
-    caller then keeps it in a dict), or when the matrix is too large.
+    caller then keeps it in a dict), or when the plan does not give the axes.
     """
 
     def __init__(self, context: MetricContext, fields: tuple[str, ...]) -> None:
-        plan = context.plan
-        axes: list[dict[Any, int]] = []
-        size = 1
+        self.fields = fields
         try:
-            for name in fields:
-                values = range(int(plan["epochs"])) if name == "epoch" else plan[_AXES[name]]
-                axis: dict[Any, int] = {}
-                for value in values:
-                    axis.setdefault(value, len(axis))
-                axes.append(axis)
-                size *= max(1, len(axis))
+            self._matrix: PlanMatrix | None = PlanMatrix.of_plan(context.plan, fields)
         except (KeyError, TypeError, ValueError):
-            axes, size = [], 0
-        self.fields, self.size = fields, size
-        self._axes = axes
-        self._values = [list(axis) for axis in axes]
+            self._matrix = None
+        self.size = 0 if self._matrix is None else self._matrix.size
         self._budget = context.memo(("slot-budget",), lambda: [_SLOT_BUDGET])
 
     def slot(self, key: Mapping[str, Any]) -> int | None:
         """The key's position, or None."""
-        if not self._axes:
+        if self._matrix is None:
             return None
-        position = 0
         try:
-            for name, axis in zip(self.fields, self._axes, strict=True):
-                position = position * len(axis) + axis[key[name]]
-        except (KeyError, TypeError):
+            return self._matrix.position([key[name] for name in self.fields])
+        except KeyError:
             return None
-        return position
 
     def fields_of(self, position: int) -> tuple[Any, ...]:
         """The key fields of a position (the inverse of :meth:`slot`)."""
-        values: list[Any] = []
-        for axis in reversed(self._values):
-            position, index = divmod(position, len(axis))
-            values.append(axis[index])
-        return tuple(reversed(values))
+        assert self._matrix is not None
+        return self._matrix.values_at(position)
 
     def array(self) -> bytearray | None:
         """A zeroed byte per position, or None when the pass has spent its budget for them."""
-        if not self._axes or self.size > self._budget[0]:
+        if self._matrix is None or self.size > self._budget[0]:
             return None
         self._budget[0] -= self.size
         return bytearray(self.size)
-
-
-_AXES = {"case_id": "cases", "endpoint": "endpoints", "condition": "conditions", "seed": "seeds",
-         "protocol": "protocols"}  # fmt: skip
 
 
 def _slots(context: MetricContext, fields: tuple[str, ...]) -> _Slots:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ..plan_matrix import PlanMatrix
 
 __all__ = ["Plan", "WorkItem", "build_plan", "parse_sample", "select_cases"]
 
@@ -73,27 +74,16 @@ class Plan:
             yield WorkItem(*combo)
 
     @functools.cached_property
-    def _axes(self) -> tuple[tuple[Sequence[Any], dict[Any, int]], ...]:
-        axes = (self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols)
-        return tuple((values, {value: index for index, value in enumerate(values)}) for values in axes)
+    def _matrix(self) -> PlanMatrix:
+        return PlanMatrix((self.cases, self.endpoints, self.conditions, self.seeds, range(self.epochs), self.protocols))
 
     def position(self, ident: tuple[Any, ...]) -> int | None:
         """An item's position in plan order, from its :meth:`WorkItem.ident` (None when it is not planned)."""
-        position = 0
-        try:
-            for value, (values, index) in zip(ident, self._axes, strict=True):
-                position = position * len(values) + index[value]
-        except (KeyError, TypeError, ValueError):
-            return None
-        return position
+        return self._matrix.position(ident)
 
     def item_at(self, position: int) -> WorkItem:
         """The work item at a position in plan order (the inverse of :meth:`position`)."""
-        fields: list[Any] = []
-        for values, _ in reversed(self._axes):
-            position, index = divmod(position, len(values))
-            fields.append(values[index])
-        return WorkItem(*reversed(fields))
+        return WorkItem(*self._matrix.values_at(position))
 
     def __len__(self) -> int:
         return (

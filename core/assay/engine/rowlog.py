@@ -32,7 +32,7 @@ __all__ = ["RowLog", "drop_error_rows"]
 _CHUNK = 1 << 20
 
 #: How much of it is read around a row when the rows are read in plan order.
-_WINDOW = 8 << 20
+_WINDOW = 2 << 20
 
 _ABSENT = -1
 

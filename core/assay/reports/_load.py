@@ -144,15 +144,16 @@ def _check(data: Any, name: str, schema: str) -> None:
 
 def _read_rows(path: Path, name: str) -> list[dict[str, Any]]:
     rows = []
-    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = orjson.loads(raw)
-        except (orjson.JSONDecodeError, RecursionError) as exc:
-            raise SpecError(f"{name}:{number}: not a JSON row: {str(exc).splitlines()[0]}") from None
-        _check(row, f"{name}:{number}", "result_row")
-        rows.append(row)
+    with open(path, "rb", buffering=1 << 20) as handle:  # a line at a time: never the whole file besides the rows
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = orjson.loads(raw)
+            except (orjson.JSONDecodeError, RecursionError) as exc:
+                raise SpecError(f"{name}:{number}: not a JSON row: {str(exc).splitlines()[0]}") from None
+            _check(row, f"{name}:{number}", "result_row")
+            rows.append(row)
     return rows
 
 

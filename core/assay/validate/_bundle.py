@@ -9,7 +9,6 @@ reproduced by the metric plugins from the rows.
 from __future__ import annotations
 
 import gc
-import itertools
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, MutableSequence, Sequence
@@ -27,6 +26,7 @@ from ..errors import SpecError
 from ..hashing import digest_document, digest_file
 from ..health import HealthTally, health_warnings
 from ..packs import Pack
+from ..plan_matrix import KEY_FIELDS, PlanMatrix
 from ..plugins import Registry
 from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_schemas
 from ..signing import SIGNATURE_FILE
@@ -867,15 +867,6 @@ def _check_rows(
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
     run_judges = {judge["name"] for judge in run["judges"]}
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
-    plan_sets = {
-        "case_id": set(plan["cases"]),
-        "endpoint": set(plan["endpoints"]),
-        "condition": set(plan["conditions"]),
-        "seed": set(plan["seeds"]),
-        "epoch": set(range(plan["epochs"])),
-        "protocol": set(plan["protocols"]),
-    }
-    plan_cases, plan_endpoints, plan_conditions, plan_seeds, plan_epochs, plan_protocols = plan_sets.values()
     stages = frozenset(plan["stages"])
     # What each planned stage checks of a row beyond the schema (the audit gate, say): its plugin's check_row.
     row_checks = [
@@ -930,7 +921,8 @@ def _check_rows(
             continue
         key = row["key"]
         ident = (key["case_id"], key["endpoint"], key["condition"], key["seed"], key["epoch"], key["protocol"])
-        first = seen.first(ident, number)
+        position = seen.matrix.position(ident)
+        first = seen.first(ident, position, number)
         if first is not None:
             _row_error(
                 report,
@@ -943,15 +935,8 @@ def _check_rows(
                 counts,
             )
             continue
-        if not (
-            ident[0] in plan_cases
-            and ident[1] in plan_endpoints
-            and ident[2] in plan_conditions
-            and ident[3] in plan_seeds
-            and ident[4] in plan_epochs
-            and ident[5] in plan_protocols
-        ):
-            outside = [field for field, value in key.items() if value not in plan_sets[field]]
+        if position is None:
+            outside = [field for axis, field in enumerate(KEY_FIELDS) if seen.matrix.find(axis, key[field]) is None]
             _row_error(
                 report,
                 file,
@@ -1059,19 +1044,17 @@ def _check_rows(
                 file, f"{count - _MAX_LISTED} more rows with the same problem ({code})", rank=Rank.SCHEMA, code=code
             )
 
-    missing = seen.missing()
-    for combo in itertools.islice(missing, _MAX_LISTED):
+    for combo in seen.first_missing(_MAX_LISTED):
         report.add(
             file,
             "missing row: case {} x endpoint {} x condition {} x seed {} x epoch {} x protocol {}".format(*combo),
             rank=Rank.COMPLETENESS,
             code="missing-row",
         )
-    more = sum(1 for _ in missing)
-    if more:
+    if seen.missing > _MAX_LISTED:
         report.add(
             file,
-            f"{more} more planned rows are missing ({_MAX_LISTED + more} of {seen.planned})",
+            f"{seen.missing - _MAX_LISTED} more planned rows are missing ({seen.missing} of {seen.planned})",
             rank=Rank.COMPLETENESS,
             code="missing-row",
         )
@@ -1081,37 +1064,23 @@ def _check_rows(
 class _FirstLines:
     """The line of each row key's first row, to find duplicates and the planned rows that are missing.
 
-    Held compactly: eight bytes per item of the plan, by its position, when
-    the plan is no larger than the rows file could fill (a hostile run
-    manifest may plan far more than its rows); a dict entry per key otherwise,
-    and for keys outside the plan.
+    Held compactly: eight bytes per item of the plan, by its position (see
+    :class:`assay.plan_matrix.PlanMatrix`), when the plan is no larger than
+    the rows file could fill (a hostile run manifest may plan far more than
+    its rows); a dict entry per key otherwise, and for keys outside the plan.
     """
 
     def __init__(self, plan: Mapping[str, Any], file_size: int) -> None:
-        axes = (plan["cases"], plan["endpoints"], plan["conditions"], plan["seeds"], range(plan["epochs"]),
-                plan["protocols"])  # fmt: skip
-        self._axes = [list(dict.fromkeys(values)) for values in axes]
-        self._index = [{value: position for position, value in enumerate(values)} for values in self._axes]
-        self.planned = 1
-        for values in self._axes:
-            self.planned *= len(values)
+        self.matrix = PlanMatrix.of_plan(plan)
+        self.planned = self.matrix.size
         compact = self.planned <= max(1 << 16, file_size // _SMALLEST_ROW)
         self._lines: array[int] | None = array("q", bytes(8 * self.planned)) if compact else None
         self._others: dict[tuple[Any, ...], int] = {}
         self._seen_planned = 0
 
-    def _position(self, ident: tuple[Any, ...]) -> int | None:
-        position = 0
-        try:
-            for value, index in zip(ident, self._index, strict=True):
-                position = position * len(index) + index[value]
-        except (KeyError, TypeError):
-            return None
-        return position
-
-    def first(self, ident: tuple[Any, ...], line: int) -> int | None:
-        """The line of the key's first row when it was seen before (a duplicate), else None (and this line is)."""
-        position = self._position(ident)
+    def first(self, ident: tuple[Any, ...], position: int | None, line: int) -> int | None:
+        """The line of the key's first row when it was seen before (a duplicate), else None (and this line is);
+        ``position`` is the key's in the plan (None: outside it)."""
         if position is not None and self._lines is not None:
             before = self._lines[position]
             if before:
@@ -1119,6 +1088,7 @@ class _FirstLines:
             self._lines[position] = line
             self._seen_planned += 1
             return None
+        ident = ident if position is None else self.matrix.values_at(position)  # 1 and 1.0: one key, as in a dict
         before_line = self._others.get(ident)
         if before_line is not None:
             return before_line
@@ -1126,25 +1096,24 @@ class _FirstLines:
         self._seen_planned += position is not None
         return None
 
-    def missing(self) -> Iterator[tuple[Any, ...]]:
-        """Every planned key without a row, in plan order."""
-        if self._seen_planned >= self.planned:
-            return
-        if self._lines is not None:
-            for position, line in enumerate(self._lines):
-                if not line:
-                    yield self._key_at(position)
-            return
-        for combo in itertools.product(*self._axes):
-            if combo not in self._others:
-                yield combo
+    @property
+    def missing(self) -> int:
+        """How many planned keys have no row."""
+        return self.planned - self._seen_planned
 
-    def _key_at(self, position: int) -> tuple[Any, ...]:
-        fields: list[Any] = []
-        for values in reversed(self._axes):
-            position, index = divmod(position, len(values))
-            fields.append(values[index])
-        return tuple(reversed(fields))
+    def first_missing(self, limit: int) -> list[tuple[Any, ...]]:
+        """The first ``limit`` planned keys without a row, in plan order: found among at most as many positions
+        as there are rows, plus ``limit`` (however large a hostile plan says it is)."""
+        found: list[tuple[Any, ...]] = []
+        position = 0
+        while len(found) < min(limit, self.missing) and position < self.planned:
+            if self._lines is not None:
+                if not self._lines[position]:
+                    found.append(self.matrix.values_at(position))
+            elif (values := self.matrix.values_at(position)) not in self._others:
+                found.append(values)
+            position += 1
+        return found
 
 
 #: Bytes below which no row fits its schema: a plan of more items than a rows file of a size could hold is kept in
