@@ -19,7 +19,16 @@ from typing import Any
 from ..errors import UsageError
 from ..plan_matrix import PlanMatrix
 
-__all__ = ["Plan", "WorkItem", "build_plan", "parse_sample", "select_cases"]
+__all__ = [
+    "Plan",
+    "RunnableCases",
+    "WorkItem",
+    "build_plan",
+    "family_of",
+    "one_per_family",
+    "parse_sample",
+    "select_cases",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -187,3 +196,38 @@ def build_plan(
         tuple(stages),
         dict(sampling or {"strategy": "all"}),
     )
+
+
+def family_of(index: Mapping[str, Mapping[str, Any]], case_id: str) -> Any:
+    """A case's family from the pack's case index (without making its entry when the index can say)."""
+    family_of = getattr(index, "family_of", None)
+    return family_of(case_id) if family_of is not None else index[case_id]["family"]
+
+
+def one_per_family(index: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One case id of each family of the index."""
+    seen: dict[Any, str] = {}
+    for case_id in index:
+        seen.setdefault(family_of(index, case_id), case_id)
+    return list(seen.values())
+
+
+class RunnableCases(Mapping[str, str]):
+    """The cases of the pack that the planned stages run, id -> family: a view of the case index, not a copy (a
+    pack may list hundreds of thousands)."""
+
+    def __init__(self, index: Mapping[str, Mapping[str, Any]], families: frozenset[str]) -> None:
+        self._index, self._families = index, families
+        self._count = sum(1 for _ in self)
+
+    def __getitem__(self, case_id: str) -> str:
+        family = family_of(self._index, case_id)
+        if family not in self._families:
+            raise KeyError(case_id)
+        return str(family)
+
+    def __iter__(self) -> Iterator[str]:
+        return (case_id for case_id in self._index if family_of(self._index, case_id) in self._families)
+
+    def __len__(self) -> int:
+        return self._count

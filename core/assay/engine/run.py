@@ -19,7 +19,7 @@ import json
 import os
 import platform
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from ..plugins import PluginHost, load_plugins
 from ..schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..summary import SummaryPass, summary_document
 from ..validate import Report, validate_path
-from .planner import Plan, WorkItem, build_plan, parse_sample, select_cases
+from .planner import Plan, RunnableCases, WorkItem, build_plan, family_of, one_per_family, parse_sample, select_cases
 from .preflight import preflight_endpoints
 from .progress import Progress
 from .rowlog import RowLog, drop_error_rows
@@ -328,7 +328,7 @@ def _option_values(
 def _default_conditions(index: Mapping[str, Mapping[str, Any]], host: PluginHost) -> list[str]:
     """The conditions of a run that names none: the union of its families' own (``Family.conditions``) when every
     family of the pack names some, else every registered default condition."""
-    names = {_family_of(index, case_id) for case_id in _one_per_family(index)}
+    names = {family_of(index, case_id) for case_id in one_per_family(index)}
     families = [host.registry.get("families", name) for name in sorted(names)]
     named = [family.conditions for family in families if family is not None and family.conditions]
     if families and len(named) == len(families):
@@ -337,41 +337,6 @@ def _default_conditions(index: Mapping[str, Mapping[str, Any]], host: PluginHost
     if not defaults:
         raise UsageError("no condition given and no registered condition is a default: name one with --condition")
     return defaults
-
-
-def _family_of(index: Mapping[str, Mapping[str, Any]], case_id: str) -> Any:
-    """A case's family from the pack's case index (without making its entry when the index can say)."""
-    family_of = getattr(index, "family_of", None)
-    return family_of(case_id) if family_of is not None else index[case_id]["family"]
-
-
-def _one_per_family(index: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One case id of each family of the index."""
-    seen: dict[Any, str] = {}
-    for case_id in index:
-        seen.setdefault(_family_of(index, case_id), case_id)
-    return list(seen.values())
-
-
-class _Runnable(Mapping[str, str]):
-    """The cases of the pack that the planned stages run, id -> family: a view of the case index, not a copy (a
-    pack may list hundreds of thousands)."""
-
-    def __init__(self, index: Mapping[str, Mapping[str, Any]], families: frozenset[str]) -> None:
-        self._index, self._families = index, families
-        self._count = sum(1 for _ in self)
-
-    def __getitem__(self, case_id: str) -> str:
-        family = _family_of(self._index, case_id)
-        if family not in self._families:
-            raise KeyError(case_id)
-        return str(family)
-
-    def __iter__(self) -> Iterator[str]:
-        return (case_id for case_id in self._index if _family_of(self._index, case_id) in self._families)
-
-    def __len__(self) -> int:
-        return self._count
 
 
 def _check_placements(conditions: Sequence[str], stages: Sequence[str], host: PluginHost) -> None:
@@ -422,11 +387,11 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     _check_placements(settings.defenses, stages, host)
     option_values = _option_values(settings.stage_options, stages, host, list(settings.endpoints))
     runs = {name: bool((family := host.registry.get("families", name)) and set(family.stages) & set(stages))
-            for name in {index[case_id]["family"] for case_id in _one_per_family(index)}}  # fmt: skip
-    runnable = _Runnable(index, frozenset(name for name, yes in runs.items() if yes))  # case id -> family
+            for name in {index[case_id]["family"] for case_id in one_per_family(index)}}  # fmt: skip
+    runnable = RunnableCases(index, frozenset(name for name, yes in runs.items() if yes))  # case id -> family
     excluded: dict[str, int] = {}  # family -> cases the chosen stages do not apply to
     for case_id in index:
-        family_name = _family_of(index, case_id)
+        family_name = family_of(index, case_id)
         if not runs[family_name]:
             excluded[family_name] = excluded.get(family_name, 0) + 1
     cases, sampling = select_cases(

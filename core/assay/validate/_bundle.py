@@ -534,17 +534,18 @@ def _check_sampling(
     the recorded seed). A plan that drops the cases an endpoint failed, or
     draws its own sample, no longer equals that selection.
     """
-    from ..engine.planner import select_cases
+    from ..engine.planner import RunnableCases, family_of, one_per_family, select_cases
     from ..errors import UsageError
 
     sampling = plan.get("sampling") or {}
-    runnable = {}
-    for case_id, entry in case_index.items():
-        family = registry.get("families", entry.get("family"))
+    runs = set()
+    for case_id in one_per_family(case_index):
+        family = registry.get("families", family_of(case_index, case_id))
         if family is None:
             return  # an unregistered family is reported elsewhere; the selection cannot be redrawn
         if set(family.stages) & set(plan["stages"]):
-            runnable[case_id] = str(entry.get("family"))
+            runs.add(family_of(case_index, case_id))
+    runnable = RunnableCases(case_index, frozenset(runs))  # a view of the index, not a copy of it
     strategy = sampling.get("strategy")
     try:
         if strategy == "all":
