@@ -104,3 +104,29 @@ def test_a_hostile_plan_axis_costs_nothing_to_index():
     matrix = PlanMatrix([["a"], range(10**15)])
     assert matrix.size == 10**15 and matrix.position(("a", 10**15 - 1)) == 10**15 - 1
     assert matrix.position(("a", 10**15)) is None
+
+
+def test_a_path_is_regular_below_a_root_exactly_when_the_scan_lists_it(tmp_path):
+    """The pack integrity check asks of each manifest path what the set of every file would say, without the set."""
+    import os
+
+    from assay.packs import is_regular_below, regular_files
+
+    root = tmp_path / "pack"
+    (root / "cases" / "deep").mkdir(parents=True)
+    (root / "cases" / "a.json").write_text("{}")
+    (root / "cases" / "deep" / "b.json").write_text("{}")
+    (tmp_path / "outside.json").write_text("{}")
+    os.symlink(tmp_path / "outside.json", root / "cases" / "link.json")
+    os.symlink(root / "cases" / "deep", root / "cases" / "dirlink")
+    os.mkfifo(root / "cases" / "fifo")
+    listed = regular_files(root)
+    probes = [
+        "cases/a.json", "cases/deep/b.json", "cases/link.json", "cases/dirlink/b.json", "cases/fifo", "cases",
+        "cases/deep", "./cases/a.json", "cases//a.json", "cases/./a.json", "cases/deep/../a.json", "/cases/a.json",
+        "../outside.json", "cases/a.json/", "cases/missing.json", "", "cases/a.json\x00", None, 7, ["cases/a.json"],
+    ]  # fmt: skip
+    for probe in probes:
+        expected = isinstance(probe, str) and probe in listed
+        assert is_regular_below(root, probe) == expected, probe
+    assert listed == {"cases/a.json", "cases/deep/b.json"}

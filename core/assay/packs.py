@@ -43,6 +43,7 @@ __all__ = [
     "TASK_CASE",
     "compute_digest",
     "find_manifest",
+    "is_regular_below",
     "list_pack_files",
     "lock_manifest",
     "regular_files",
@@ -81,20 +82,44 @@ def _scan(root: Path, skip: frozenset[str] | set[str] = frozenset()) -> Iterator
     while stack:
         directory, prefix = stack.pop()
         try:
-            entries = list(os.scandir(directory))
+            entries = os.scandir(directory)
         except OSError:
             continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in skip:
-                    stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
-            else:
-                yield prefix + entry.name, entry.is_file(follow_symlinks=False)
+        with entries:  # read as it goes: a folder of a generated pack may hold hundreds of thousands of cases
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in skip:
+                        stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
+                else:
+                    yield prefix + entry.name, entry.is_file(follow_symlinks=False)
 
 
 def regular_files(root: Path) -> set[str]:
     """POSIX paths of every regular file below ``root``, never following links."""
     return {path for path, regular in _scan(root) if regular}
+
+
+def is_regular_below(root: Path, relative: Any) -> bool:
+    """True when ``relative`` is the POSIX path of a regular file below ``root`` reached through real folders (no
+    link followed, no ``.``, ``..`` or empty part): exactly when it is in :func:`regular_files`, one path at a
+    time instead of a set of every file."""
+    if not isinstance(relative, str) or not relative:
+        return False
+    parts = relative.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return False
+    import stat
+
+    here = root
+    try:
+        for depth, part in enumerate(parts, start=1):
+            here = here / part
+            mode = os.lstat(here).st_mode
+            if not (stat.S_ISREG(mode) if depth == len(parts) else stat.S_ISDIR(mode)):
+                return False
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def irregular_entries(root: Path) -> list[str]:
@@ -326,10 +351,9 @@ class Pack:
             irregular = irregular_entries(self.root / folder)
             if irregular:
                 return f"{folder}/{irregular[0]} is a link or special file (packs hold none)"
-        present = regular_files(self.root)
         fixtures = parts.members.get("fixtures", [])
         for entry in itertools.chain(parts.cases.entries(), fixtures if isinstance(fixtures, list) else []):
-            if not isinstance(entry, dict) or entry.get("path") not in present:
+            if not isinstance(entry, dict) or not is_regular_below(self.root, entry.get("path")):
                 return f"{entry.get('path') if isinstance(entry, dict) else entry} is missing"
             if digest_file(self.root / entry["path"])[0] != entry.get("sha256"):
                 return f"{entry['path']} does not match its manifest"

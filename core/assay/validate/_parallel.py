@@ -7,6 +7,7 @@ re-deriving at once. See :class:`RederiveJob`.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,14 +29,6 @@ _Rows = tuple[Sequence[Mapping[str, Any]], Sequence[int]]
 
 def _chunk_of(line: int) -> int:
     return (line - 1) // CHUNK_LINES
-
-
-def _lines_by_chunk(lines: Sequence[int]) -> dict[int, list[int]]:
-    """Lines (in order) split into their chunks, in chunk order."""
-    chunks: dict[int, list[int]] = {}
-    for line in lines:
-        chunks.setdefault(_chunk_of(line), []).append(line)
-    return chunks
 
 
 def _chunks(pairs: Iterable[tuple[Mapping[str, Any], int]]) -> Iterator[tuple[int, _Rows]]:
@@ -202,19 +195,19 @@ class RederiveJob:
         keeping it for ``lines`` only. Without a child, or when it fails, the
         chunks it owed are re-derived here.
         """
-        chunks = _lines_by_chunk(lines)
+        chunks = list(dict.fromkeys(_chunk_of(line) for line in lines))  # rising, as the lines do
         mine: dict[int, Derivation] = {}
         if self._pid is not None:
             assert self._claims is not None
-            for chunk in sorted(chunks, reverse=True):
+            for chunk in reversed(chunks):
                 if not self._claims.take_back(chunk):
                     break
-                mine[chunk] = self._derive(*rows_at(chunks[chunk]))
+                mine[chunk] = self._derive(*rows_at(_within(lines, chunk)))
         theirs = None if self._pid is None else self._collect()
         if theirs is None:  # no child, or no usable answer: re-derive here what it owed
-            for chunk, part in chunks.items():
+            for chunk in chunks:
                 if chunk not in mine:
-                    mine[chunk] = self._derive(*rows_at(part))
+                    mine[chunk] = self._derive(*rows_at(_within(lines, chunk)))
             theirs = {}
         return self._assemble(mine, theirs, lines).report(report, self._file)
 
@@ -253,10 +246,18 @@ class RederiveJob:
     def _assemble(
         self, mine: Mapping[int, Derivation], theirs: Mapping[int, Derivation], lines: Sequence[int]
     ) -> Derivation:
-        """Every chunk's findings in line order (the child's where both did one), kept for ``lines``."""
+        """Every chunk's findings in line order (the child's where both did one), kept for ``lines`` (which rise):
+        chunk by chunk, so no table of every line is made (a bundle may have a million)."""
         whole = Derivation()
         for chunk in sorted(set(mine) | set(theirs)):
             part = theirs[chunk] if chunk in theirs else mine[chunk]
-            whole.checked.update(part.checked)
-            whole.mismatches.extend(part.mismatches)
-        return whole.restricted(lines)
+            kept = part.restricted(_within(lines, chunk))
+            whole.counted += sum(kept.checked.values())
+            whole.mismatches.extend(kept.mismatches)
+        return whole
+
+
+def _within(lines: Sequence[int], chunk: int) -> Sequence[int]:
+    """The lines of ``lines`` (rising) that fall in ``chunk``."""
+    first = chunk * CHUNK_LINES + 1
+    return lines[bisect_left(lines, first) : bisect_left(lines, first + CHUNK_LINES)]

@@ -60,6 +60,8 @@ class Derivation:
 
     checked: dict[int, int] = dataclasses.field(default_factory=dict)
     mismatches: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)  # (line, pointer, message)
+    #: Verdicts checked on lines no longer listed in ``checked`` (a whole bundle's, summed chunk by chunk).
+    counted: int = 0
 
     def restricted(self, lines: Iterable[int]) -> Derivation:
         """Only what was found on ``lines`` (the rows the validation accepted)."""
@@ -80,7 +82,7 @@ class Derivation:
                 rank=Rank.INTEGRITY,
                 code="verdict-mismatch",
             )
-        return sum(self.checked.values())
+        return self.counted + sum(self.checked.values())
 
 
 def derive_rows(
