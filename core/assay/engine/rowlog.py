@@ -82,7 +82,7 @@ class RowLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.dropped_partial = False
         self._end = self._recover()
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._last_sync = time.monotonic()
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-fsync")
         self._sync: Future[None] | None = None

@@ -387,7 +387,7 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     _check_placements(settings.defenses, stages, host)
     option_values = _option_values(settings.stage_options, stages, host, list(settings.endpoints))
     runs = {name: bool((family := host.registry.get("families", name)) and set(family.stages) & set(stages))
-            for name in {index[case_id]["family"] for case_id in one_per_family(index)}}  # fmt: skip
+            for name in {family_of(index, case_id) for case_id in one_per_family(index)}}  # fmt: skip
     runnable = RunnableCases(index, frozenset(name for name, yes in runs.items() if yes))  # case id -> family
     excluded: dict[str, int] = {}  # family -> cases the chosen stages do not apply to
     for case_id in index:

@@ -11,7 +11,7 @@ test).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -81,12 +81,17 @@ class AuditAccounting:
         return _AccountingAccumulator(self, context)
 
 
+def _attack_cases(context: MetricContext) -> Callable[[str], bool]:
+    """Whether each case (by id) is an attack case, as the accumulators of the audit and the join ask it."""
+    is_attack = kind_filter(context, ATTACK)
+    assert is_attack is not None  # ATTACK names a kind
+    return is_attack
+
+
 class _AccountingAccumulator:
     def __init__(self, metric: AuditAccounting, context: MetricContext) -> None:
         self.metric = metric
-        is_attack = kind_filter(context, ATTACK)
-        assert is_attack is not None  # ATTACK names a kind
-        self._is_attack = is_attack
+        self._is_attack = _attack_cases(context)
         self.groups: dict[GroupKey, dict[str, int]] = {}
 
     def add(self, row: Row) -> None:
@@ -169,9 +174,7 @@ _MATCHED = ("case_id", "endpoint", "condition", "seed", "epoch")
 class _JoinAccumulator:
     def __init__(self, metric: CoreExecJoin, context: MetricContext) -> None:
         self.metric = metric
-        is_attack = kind_filter(context, ATTACK)
-        assert is_attack is not None  # ATTACK names a kind
-        self._is_attack = is_attack
+        self._is_attack = _attack_cases(context)
         self.core_fail = item_outcomes(context, _MATCHED)
         self.exec_harm = item_outcomes(context, _MATCHED)
 
