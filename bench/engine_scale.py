@@ -7,8 +7,9 @@ and reports the largest bundle and a 12,000-row one. Every step runs in a child 
 reports its wall time, its CPU and its peak resident memory (``VmHWM``: the child's own, never its parent's).
 
 Targets (issue 17): peak RSS of the largest run <= 1.5 x the smallest's, and CPU per case no worse than at the
-smallest size (within 10%); the same RSS ratio for validating and reporting the largest bundle against the
-12,000-row one. Prints each figure, the ratios, and "met" or "MISSED".
+smallest size (within 10%); the same RSS ratio for validating the largest bundle, reporting it (JSON, and the
+Markdown and HTML pages with the case browser of every row) and comparing two endpoints over it (every row
+copied under a second endpoint), against the 12,000-row one. Prints each figure, the ratios, and "met" or "MISSED".
 
     python bench/engine_scale.py [--sizes 2000,20000,200000] [--latency-ms 50] [--big-latency-ms 5]
 """
@@ -25,6 +26,9 @@ import time
 from pathlib import Path
 
 RSS_RATIO = 1.5
+#: What is measured of the largest bundle against the reference one: validation, the JSON report, the Markdown and
+#: HTML pages (the case browser of every row), and a paired comparison.
+STEPS = ("validate", "report", "report-pages", "compare")
 CPU_SLACK = 1.10
 REFERENCE_ROWS = 12_000
 HERE = Path(__file__).resolve()
@@ -94,15 +98,40 @@ def _step(step: str, arguments: list[str]) -> None:
         if not outcome.report.ok or outcome.error_rows:
             raise SystemExit(f"run not clean: {outcome.error_rows} error rows; valid={outcome.report.ok}")
         extra["resumed"] = outcome.resumed_rows
-    elif step in ("validate", "report"):
+    elif step in STEPS:
         from assay.cli import main
 
         bundle, pack = arguments  # the synthetic pack is installed nowhere: named by its folder
-        code = main(
-            ["validate", "--pack", pack, bundle] if step == "validate" else ["report", "--json", "--pack", pack, bundle]
-        )
-        extra["exit"] = code
+        with tempfile.TemporaryDirectory(prefix="assay-scale-report-") as scratch:
+            pages = ["--markdown", f"{scratch}/report.md", "--html", f"{scratch}/report.html"]
+            command = {
+                "validate": ["validate", "--pack", pack, bundle],
+                "report": ["report", "--json", "--pack", pack, bundle],
+                "report-pages": ["report", *pages, "--pack", pack, bundle],
+                "compare": ["compare", "--json", "--pack", pack, "--a", "endpoint=echo", "--b", "endpoint=echo-b",
+                            "--resamples", "200", bundle],
+            }[step]  # fmt: skip
+            extra["exit"] = main(command)
     print(json.dumps({"wall": time.perf_counter() - wall, "cpu": _cpu() - cpu, "peak_kib": _peak_kib(), **extra}))
+
+
+def _paired_copy(bundle: Path, out: Path) -> Path:
+    """A copy of ``bundle`` whose every row is there twice, under endpoints echo and echo-b: what a paired
+    comparison of two endpoints reads (the scale runs have one endpoint). Not sealed: compare does not check it."""
+    import shutil
+
+    import orjson
+
+    out.mkdir(parents=True)
+    for name in ("bundle.json", "run.json", "metrics.json"):
+        shutil.copy(bundle / name, out / name)
+    with open(bundle / "rows.jsonl", "rb") as source, open(out / "rows.jsonl", "wb") as target:
+        for line in source:
+            row = orjson.loads(line)
+            target.write(line)
+            row["key"]["endpoint"] = "echo-b"
+            target.write(orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
+    return out
 
 
 def _digest(path: Path) -> str:
@@ -205,15 +234,18 @@ def main() -> int:
         print(f"run CPU per case ratio {sizes[-1]}:{sizes[0]} = {cpu_ratio:.2f} (target <= {CPU_SLACK}): "
               f"{'met' if cpu_ratio <= CPU_SLACK else 'MISSED'}")  # fmt: skip
         _scripted_runs(work, sizes[-1])
-        for step in ("validate", "report"):
-            reference = _child(
-                step, str(work / f"run-{args.reference}" / "bundle"), str(work / f"pack-{args.reference}")
-            )
-            largest = _child(step, str(work / f"run-{sizes[-1]}" / "bundle"), str(work / f"pack-{sizes[-1]}"))
+        for step in STEPS:
+            bundles = {size: work / f"run-{size}" / "bundle" for size in (args.reference, sizes[-1])}
+            if step == "compare":
+                bundles = {size: _paired_copy(path, work / f"paired-{size}") for size, path in bundles.items()}
+            reference = _child(step, str(bundles[args.reference]), str(work / f"pack-{args.reference}"))
+            largest = _child(step, str(bundles[sizes[-1]]), str(work / f"pack-{sizes[-1]}"))
             ratio = largest["peak_kib"] / reference["peak_kib"]
+            what = "rows" if step != "compare" else "cases x 2 endpoints"
+            peak = largest["peak_kib"] / 1024
             print(
-                f"{step} {sizes[-1]} rows: wall {largest['wall']:.1f} s, peak RSS {largest['peak_kib'] / 1024:.0f} MB; "
-                f"{args.reference} rows: {reference['peak_kib'] / 1024:.0f} MB; ratio {ratio:.2f} "
+                f"{step} {sizes[-1]} {what}: wall {largest['wall']:.1f} s, peak RSS {peak:.0f} MB; "
+                f"{args.reference}: {reference['peak_kib'] / 1024:.0f} MB; ratio {ratio:.2f} "
                 f"(target <= {RSS_RATIO}): {'met' if ratio <= RSS_RATIO else 'MISSED'}"
             )
     return 0

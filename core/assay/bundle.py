@@ -15,14 +15,15 @@ bundles and digests. Every write is atomic: a temporary file, then rename.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -34,6 +35,7 @@ __all__ = [
     "METRICS_FILE",
     "ROWS_FILE",
     "RUN_FILE",
+    "atomic_writer",
     "dump_row",
     "seal_bundle",
     "write_bytes_atomic",
@@ -54,13 +56,18 @@ def dump_row(row: Mapping[str, Any]) -> bytes:
     return jsontext.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a file so readers see either the old content or the new, never half."""
+@contextlib.contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write ``path`` through: readers see the old content or all the new, never half.
+
+    The text goes to a temporary file beside ``path``, flushed to disk and
+    renamed over it when the block ends; an exception leaves ``path`` as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         # mkstemp creates 0600; results are meant to be shared.
@@ -70,6 +77,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file so readers see either the old content or the new, never half."""
+    with atomic_writer(path) as handle:
+        handle.write(data)
 
 
 def write_json_atomic(path: Path, document: Any) -> None:

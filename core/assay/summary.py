@@ -9,12 +9,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .components import MetricAccumulator, MetricContext, MetricValue
-from .errors import UsageError
+from .errors import AssayError, PluginError, UsageError
 from .metrics import summary_pass
 from .plugins import Registry
 from .schemas import CURRENT_SPEC_VERSION
 
-__all__ = ["MetricMismatch", "SummaryPass", "compare_claims", "compute_metrics", "members_read", "summary_document"]
+__all__ = [
+    "MetricFailure",
+    "MetricMismatch",
+    "SummaryPass",
+    "compare_claims",
+    "compute_metrics",
+    "members_read",
+    "summary_document",
+]
 
 _NUMBER_FIELDS = ("value", "numerator", "denominator", "ci_low", "ci_high")
 _REL_TOL = 1e-9
@@ -34,6 +42,19 @@ def compute_metrics(
     return summary.values()
 
 
+class MetricFailure(PluginError):
+    """A metric plugin raised on the rows of a summary; ``metric`` names it and ``__cause__`` is what it raised.
+
+    One walk computes every metric, so without this a reader could not say
+    which plugin failed on a bundle's odd rows. An :class:`AssayError` a
+    plugin raises passes through unwrapped: it already says what to do.
+    """
+
+    def __init__(self, metric: str, error: BaseException) -> None:
+        super().__init__(f"metric {metric} failed: {type(error).__name__}: {error}")
+        self.metric = metric
+
+
 class SummaryPass:
     """The metrics of one summary, computed as the rows go past once (see :class:`assay.api.MetricAccumulator`).
 
@@ -50,6 +71,7 @@ class SummaryPass:
         context = summary_pass(context)
         self._context = context
         self._metrics: list[tuple[Any, MetricAccumulator | None]] = []
+        self._names: list[str] = []  # each metric's name, as _metrics; for MetricFailure
         holding: list[Any] = []
         for name in wanted:
             metric = registry.get("metrics", name)
@@ -58,9 +80,13 @@ class SummaryPass:
             accumulate = getattr(metric, "accumulate", None)
             accumulator = accumulate(context) if callable(accumulate) else None
             self._metrics.append((metric, accumulator))
+            self._names.append(name)
             if accumulator is None:
                 holding.append(metric)
         self._accumulators = [accumulator for _, accumulator in self._metrics if accumulator is not None]
+        self._accumulator_names = [
+            name for name, (_, a) in zip(self._names, self._metrics, strict=True) if a is not None
+        ]
         # The held rows keep only what those metrics read, when each says (see members_read).
         reads = [getattr(metric, "reads", None) for metric in holding]
         self._members: list[str] | None = None
@@ -69,21 +95,32 @@ class SummaryPass:
         self._held: list[Mapping[str, Any]] | None = [] if holding else None
 
     def add(self, row: Mapping[str, Any]) -> None:
-        """Pass one row to every metric."""
-        for accumulator in self._accumulators:
-            accumulator.add(row)
+        """Pass one row to every metric; raises :class:`MetricFailure` when one fails on it."""
+        accumulator = None
+        try:
+            for accumulator in self._accumulators:
+                accumulator.add(row)
+        except AssayError:
+            raise
+        except Exception as exc:
+            name = self._accumulator_names[[id(a) for a in self._accumulators].index(id(accumulator))]
+            raise MetricFailure(name, exc) from exc
         if self._held is not None:
             members = self._members
             self._held.append(row if members is None else {m: row[m] for m in members if m in row})
 
     def values(self) -> list[MetricValue]:
-        """Every metric's values, in metric name order."""
+        """Every metric's values, in metric name order; raises :class:`MetricFailure` when one fails."""
         values: list[MetricValue] = []
-        for metric, accumulator in self._metrics:
-            if accumulator is not None:
-                values.extend(accumulator.values())
-            else:
-                values.extend(metric.compute(self._held, self._context))
+        for name, (metric, accumulator) in zip(self._names, self._metrics, strict=True):
+            try:
+                values.extend(
+                    accumulator.values() if accumulator is not None else metric.compute(self._held, self._context)
+                )
+            except AssayError:
+                raise
+            except Exception as exc:
+                raise MetricFailure(name, exc) from exc
         return values
 
 

@@ -26,15 +26,21 @@ from ..errors import AssayError, SpecError, UsageError
 from ..packs import Pack
 from ..plugins import Registry
 from ..schemas import SUPPORTED_MAJORS, major_of, spec_schemas
-from ..summary import compare_claims, compute_metrics
+from ..summary import MetricFailure, SummaryPass, compare_claims
 from ..validate import extract_archive
+from .rowfile import RowFile, spool_rows
 
 __all__ = ["BundleFiles", "ReportData", "case_families", "claim_differences", "open_bundle", "read_bundle", "recompute"]
 
 
 @dataclass(frozen=True)
 class BundleFiles:
-    """The parsed documents of one bundle; ``label`` names it in messages (the path given)."""
+    """The parsed documents of one bundle; ``label`` names it in messages (the path given).
+
+    ``rows`` is a sequence walked as often as needed; :func:`read_bundle` gives
+    a :class:`~assay.reports.rowfile.RowFile` that reads them again from disk
+    on each walk, so a reader that keeps only counts stays small on any bundle.
+    """
 
     label: str
     manifest: Mapping[str, Any]
@@ -142,19 +148,13 @@ def _check(data: Any, name: str, schema: str) -> None:
         raise SpecError(f"{name}: {detail} (run 'assay validate' for every problem)")
 
 
-def _read_rows(path: Path, name: str) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, "rb", buffering=1 << 20) as handle:  # a line at a time: never the whole file besides the rows
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = orjson.loads(raw)
-            except (orjson.JSONDecodeError, RecursionError) as exc:
-                raise SpecError(f"{name}:{number}: not a JSON row: {str(exc).splitlines()[0]}") from None
-            _check(row, f"{name}:{number}", "result_row")
-            rows.append(row)
-    return rows
+def _read_rows(path: Path, name: str) -> RowFile:
+    # A line at a time, into a private copy read again on each walk (see assay.reports.rowfile): a report of a
+    # large bundle never holds its rows.
+    def check(row: Any, number: int) -> None:
+        _check(row, f"{name}:{number}", "result_row")
+
+    return spool_rows(path, name, check)
 
 
 def read_bundle(path: Path) -> BundleFiles:
@@ -239,16 +239,17 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
     cases, families = case_families(bundle, registry, pack_root)
     context = MetricContext(plan=bundle.run["plan"], cases=cases)
     metrics = registry.items("metrics")
-    values: list[MetricValue] = []
-    for name in metrics:
-        try:
-            values.extend(compute_metrics(bundle.rows, context, registry, [name]))
-        except AssayError:
-            raise
-        except Exception as exc:  # a plugin failing on odd rows is a finding about the bundle, not a crash
-            raise AssayError(
-                f"{bundle.label}: metric {name} cannot be recomputed: {type(exc).__name__}: {exc}"
-            ) from exc
+    # Every metric in one walk of the rows; a plugin failing on odd rows is a finding about the bundle, not a crash.
+    summary = SummaryPass(context, registry, list(metrics))
+    try:
+        for row in bundle.rows:
+            summary.add(row)
+        values = summary.values()
+    except MetricFailure as failure:
+        error = failure.__cause__
+        raise AssayError(
+            f"{bundle.label}: metric {failure.metric} cannot be recomputed: {type(error).__name__}: {error}"
+        ) from error
     differences = claim_differences(bundle.claims, values, set(metrics))
     sections = registry.items("report_sections")
     family_kinds = {name: family.kind for name, family in registry.items("families").items()}

@@ -13,7 +13,7 @@ outcome is compared by its means, with a task-blocked sign-permutation test.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -164,28 +164,67 @@ class ComparisonResult:
         return doc
 
 
-def _available(rows: Sequence[Row]) -> str:
-    parts = []
-    for name in SELECTABLE:
-        values = sorted({str(row["key"].get(name)) for row in rows})
-        parts.append(f"{name}s: {', '.join(values) or 'none'}")
-    return "; ".join(parts)
+def _available(rows: Iterable[Row]) -> str:
+    found: dict[str, set[str]] = {name: set() for name in SELECTABLE}
+    for row in rows:  # one walk: the rows may be read from disk on each (see assay.reports.rowfile)
+        for name, values in found.items():
+            values.add(str(row["key"].get(name)))
+    return "; ".join(f"{name}s: {', '.join(sorted(values)) or 'none'}" for name, values in found.items())
 
 
-def _index(rows: Sequence[Row], selector: Selector, pair_on: Sequence[str], role: str) -> dict[tuple[Any, ...], Row]:
-    index: dict[tuple[Any, ...], Row] = {}
+class _Raised:
+    """An outcome that raised on a row: raised again only if a comparison asks for it, as it would have been."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+class _Item:
+    """What a comparison needs of one row: its case and endpoint, and each chosen outcome's value.
+
+    A large bundle's rows are never held (see :class:`assay.reports.rowfile.RowFile`): the pairs are made of
+    these, a few dozen bytes each.
+    """
+
+    __slots__ = ("case_id", "endpoint", "values")
+
+    def __init__(self, row: Row, chosen: Sequence[Outcome]) -> None:
+        self.case_id = row["key"]["case_id"]
+        self.endpoint = row["key"]["endpoint"]
+        values: list[Any] = []
+        for outcome in chosen:
+            try:
+                values.append(outcome.of(row))
+            except Exception as exc:  # noqa: BLE001 - kept, and raised only if a comparison reads this value
+                values.append(_Raised(exc))
+        self.values = tuple(values)
+
+    def of(self, position: int) -> Any:
+        """The value of the chosen outcome at ``position``."""
+        value = self.values[position]
+        if isinstance(value, _Raised):
+            raise value.error
+        return value
+
+
+def _indexes(
+    rows: Iterable[Row], selectors: Sequence[tuple[str, Selector]], pair_on: Sequence[str], chosen: Sequence[Outcome]
+) -> list[dict[tuple[Any, ...], _Item]]:
+    """One walk of the rows: for each (role, selector), its rows by pair key."""
+    indexes: list[dict[tuple[Any, ...], _Item]] = [{} for _ in selectors]
     for row in rows:
-        if selector.matches(row):
-            key = tuple(row["key"].get(name) for name in pair_on)
-            if key in index:
-                raise AssayError(
-                    f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "
-                    "(run 'assay validate')"
-                )
-            index[key] = row
-    if not index:
-        raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
-    return index
+        for (role, selector), index in zip(selectors, indexes, strict=True):
+            if selector.matches(row):
+                key = tuple(row["key"].get(name) for name in pair_on)
+                if key in index:
+                    raise AssayError(
+                        f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "
+                        "(run 'assay validate')"
+                    )
+                index[key] = _Item(row, chosen)
+    return indexes
 
 
 def _choose(names: Sequence[str] | None, available: Sequence[Outcome]) -> tuple[Outcome, ...]:
@@ -230,9 +269,7 @@ def compare_rows(
     chosen = _choose(outcomes, available)
     kinds = case_kinds or {}
     pair_on = tuple(name for name in KEY_FIELDS if name not in a.fields)
-    a_index = _index(rows, a, pair_on, "--a")
     seen: set[Selector] = set()
-    pairings, pending, no_pairs, scores = [], [], [], []
     for b in bs:
         if b.fields != a.fields:
             raise UsageError(
@@ -244,7 +281,12 @@ def compare_rows(
         if b in seen:
             raise UsageError(f"--b {b} is given twice")
         seen.add(b)
-        b_index = _index(rows, b, pair_on, "--b")
+    a_index, *b_indexes = _indexes(rows, [("--a", a), *(("--b", b) for b in bs)], pair_on, chosen)
+    for (role, selector), index in zip([("--a", a), *(("--b", b) for b in bs)], [a_index, *b_indexes], strict=True):
+        if not index:
+            raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
+    pairings, pending, no_pairs, scores = [], [], [], []
+    for b, b_index in zip(bs, b_indexes, strict=True):
         all_keys = sorted(set(a_index) & set(b_index))
         keys = all_keys
         if not keys:
@@ -252,33 +294,27 @@ def compare_rows(
         pairings.append(
             Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys))
         )
-        for outcome in chosen:
+        for position, outcome in enumerate(chosen):
             keys = (
-                [
-                    k
-                    for k in all_keys
-                    if in_kinds(kinds.get(str(a_index[k]["key"]["case_id"]), "unknown"), outcome.kinds)
-                ]
+                [k for k in all_keys if in_kinds(kinds.get(str(a_index[k].case_id), "unknown"), outcome.kinds)]
                 if outcome.kinds
                 else all_keys
             )
             if outcome.scale == "score":
-                found = _scores(outcome, a_index, b_index, keys, str(b), resamples, seed)
+                found = _scores(outcome, position, a_index, b_index, keys, str(b), resamples, seed)
                 scores.extend(found)
                 if not found and outcomes:
                     no_pairs.append((str(b), outcome.name))
                 continue
             groups = _by_model_family(keys, a_index, b_index, endpoint_families or {})
             for family, group_keys in groups:
-                both = [(outcome.of(a_index[k]), outcome.of(b_index[k])) for k in group_keys]
+                both = [(a_index[k].of(position), b_index[k].of(position)) for k in group_keys]
                 pairs = [(x, y) for x, y in both if x is not None and y is not None]
                 if not pairs:
                     if outcomes and len(groups) == 1:
                         no_pairs.append((str(b), outcome.name))
                     continue
-                kept = [
-                    k for k in group_keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None
-                ]
+                kept = [k for k, (x, y) in zip(group_keys, both, strict=True) if x is not None and y is not None]
                 xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
                 test = mcnemar_from_pairs(xs, ys)
                 boot = paired_bootstrap_diff(
@@ -290,7 +326,7 @@ def compare_rows(
                 )
                 # Task-blocked: one mean difference per task (case), so seeds of one task never count as independent.
                 blocks = task_blocked_differences(
-                    [a_index[k]["key"]["case_id"] for k in kept], [float(x) for x in xs], [float(y) for y in ys]
+                    [a_index[k].case_id for k in kept], [float(x) for x in xs], [float(y) for y in ys]
                 )
                 permutation = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
                 pending.append(
@@ -346,8 +382,8 @@ def compare_rows(
 
 def _by_model_family(
     keys: Sequence[tuple[Any, ...]],
-    a_index: Mapping[tuple[Any, ...], Row],
-    b_index: Mapping[tuple[Any, ...], Row],
+    a_index: Mapping[tuple[Any, ...], _Item],
+    b_index: Mapping[tuple[Any, ...], _Item],
     families: Mapping[str, str],
 ) -> list[tuple[str, list[tuple[Any, ...]]]]:
     """The pair keys by model family (an endpoint without one is its own family): one group of every key, labelled
@@ -356,8 +392,8 @@ def _by_model_family(
     if not families:
         return [("", list(keys))]
 
-    def family_of(row: Row) -> str:
-        endpoint = str(row["key"]["endpoint"])
+    def family_of(item: _Item) -> str:
+        endpoint = str(item.endpoint)
         return families.get(endpoint, endpoint)
 
     groups: dict[str, list[tuple[Any, ...]]] = {}
@@ -371,19 +407,20 @@ def _by_model_family(
 
 def _scores(
     outcome: Outcome,
-    a_index: Mapping[tuple[Any, ...], Row],
-    b_index: Mapping[tuple[Any, ...], Row],
+    position: int,
+    a_index: Mapping[tuple[Any, ...], _Item],
+    b_index: Mapping[tuple[Any, ...], _Item],
     keys: Sequence[tuple[Any, ...]],
     b: str,
     resamples: int,
     seed: int,
 ) -> list[ScoreComparison]:
     """The comparison of a score outcome for one B, when both rows of some pairs carry it."""
-    kept = [k for k in keys if outcome.of(a_index[k]) is not None and outcome.of(b_index[k]) is not None]
+    kept = [k for k in keys if a_index[k].of(position) is not None and b_index[k].of(position) is not None]
     if not kept:
         return []
-    xs, ys = [float(outcome.of(a_index[k])) for k in kept], [float(outcome.of(b_index[k])) for k in kept]
-    blocks = task_blocked_differences([a_index[k]["key"]["case_id"] for k in kept], xs, ys)
+    xs, ys = [float(a_index[k].of(position)) for k in kept], [float(b_index[k].of(position)) for k in kept]
+    blocks = task_blocked_differences([a_index[k].case_id for k in kept], xs, ys)
     test = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
     mean_a, mean_b = sum(xs) / len(xs), sum(ys) / len(ys)
     return [ScoreComparison(b, outcome.name, len(kept), len(blocks), mean_a, mean_b, mean_b - mean_a, test.p_value)]

@@ -16,17 +16,20 @@ import base64
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..bundle import write_bytes_atomic
+from ..bundle import atomic_writer
 from ._load import ReportData
 from .markdown import MAX_LISTED, summary_line
 from .model import MainSection, MetricSection, ReportModel, Table, build_model, plural
 from .svg import family_chart, line_chart, rate_chart, spread_chart, use_colours
+
+#: A line of the page: its text, or its pieces, made as they are written (the case browser's data).
+Line = str | Iterator[str]
 
 __all__ = ["render_html", "write_html"]
 
@@ -142,17 +145,10 @@ def _summary(model: ReportModel) -> list[str]:
     return out
 
 
-def _browser(model: ReportModel) -> list[str]:
+def _browser(model: ReportModel) -> list[Line]:
     """The case browser: the entries as JSON data (never markup), filters, the list and a detail pane."""
     if not model.cases:
         return []
-    strings, entries = _shared_strings(model.cases)
-    data = json.dumps(
-        {"strings": strings, "entries": entries}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
-    )
-    # Inside <script> a "<" of the bundle's could end the element or open a comment: every one is written as the
-    # JSON escape \u003c, so the data block holds no "<" at all and still parses to the same value.
-    data = data.replace("<", "\\u003c")
     selects = "".join(
         f'<label>{label} <select id="cb-{key}"><option value="">all</option></select></label> '
         for key, label in (("endpoint", "Endpoint"), ("condition", "Condition"), ("family", "Family"))
@@ -173,58 +169,87 @@ def _browser(model: ReportModel) -> list[str]:
         '<tbody id="cb-rows"></tbody></table>',
         '<button id="cb-more" type="button" hidden>Show more</button>',
         '<div id="cb-detail" class="detail" hidden></div>',
-        f'<script type="application/json" id="assay-cases">{data}</script>',
+        _data_block(model.cases),
         f"<script>{BROWSER_JS}</script>",
         "</section>",
     ]
+
+
+def _json(value: Any) -> str:
+    # Inside <script> a "<" of the bundle's could end the element or open a comment: every one is written as the
+    # JSON escape \u003c, so the data block holds no "<" at all and still parses to the same value.
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c")
+
+
+def _data_block(entries: Sequence[Any]) -> Iterator[str]:
+    """The browser's ``{"entries": [...], "strings": [...]}`` data element, written an entry at a time.
+
+    The same text as dumping the whole object at once (sorted keys, no spaces), but a large bundle's entries are
+    made, swapped and written one by one (see :class:`assay.reports.cases.CaseEntries`).
+    """
+    table = _shared_strings(entries)
+    index = {text: number for number, text in enumerate(table)}
+    yield '<script type="application/json" id="assay-cases">{"entries":['
+    for number, entry in enumerate(entries):
+        yield ("," if number else "") + _json(_swap(entry, index))
+    yield '],"strings":' + _json(table) + "}</script>"
 
 
 #: A text at least this long that more than one work item holds (a system prompt, a task) is written once.
 _SHARED_MIN = 120
 
 
-def _shared_strings(entries: Sequence[Any]) -> tuple[list[str], list[Any]]:
-    """The entries with every long text that occurs more than once replaced by ``{"$": index}`` into a table.
+def _long_texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        if len(value) >= _SHARED_MIN:
+            yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _long_texts(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _long_texts(item)
+
+
+def _text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _shared_strings(entries: Sequence[Any]) -> list[str]:
+    """Every long text that more than one entry holds, sorted: what the data block writes once, by index.
 
     Every work item of a condition carries the same system prompt and task: written once, a large bundle's
-    page is about half the size. The browser puts the texts back before it shows anything.
+    page is about half the size. The browser puts the texts back before it shows anything. Two walks of the
+    entries, counting 16-byte digests and not the texts, so a large bundle's unique outputs are never held.
     """
-    counts: Counter[str] = Counter()
-
-    def count(value: Any) -> None:
-        if isinstance(value, str):
-            if len(value) >= _SHARED_MIN:
-                counts[value] += 1
-        elif isinstance(value, dict):
-            for item in value.values():
-                count(item)
-        elif isinstance(value, list | tuple):
-            for item in value:
-                count(item)
-
+    counts: Counter[bytes] = Counter()
     for entry in entries:
-        count(entry)
-    table = sorted(text for text, n in counts.items() if n > 1)
-    index = {text: number for number, text in enumerate(table)}
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, str):
-            return {"$": index[value]} if value in index else value
-        if isinstance(value, dict):
-            swapped = {key: swap(item) for key, item in value.items()}
-            # The bundle's own {"$": ...} (or {"$raw": ...}) must not read as a reference: it is wrapped.
-            return {"$raw": swapped} if set(swapped) in ({"$"}, {"$raw"}) else swapped
-        if isinstance(value, list | tuple):
-            return [swap(item) for item in value]
-        return value
-
-    return table, [swap(entry) for entry in entries]
+        counts.update(_text_key(text) for text in _long_texts(entry))
+    repeated = {key for key, n in counts.items() if n > 1}
+    del counts
+    if not repeated:
+        return []
+    return sorted({text for entry in entries for text in _long_texts(entry) if _text_key(text) in repeated})
 
 
-def _body(model: ReportModel) -> list[str]:
+def _swap(value: Any, index: Mapping[str, int]) -> Any:
+    """``value`` with every text of the table replaced by ``{"$": its index}``."""
+    if isinstance(value, str):
+        return {"$": index[value]} if value in index else value
+    if isinstance(value, dict):
+        swapped = {key: _swap(item, index) for key, item in value.items()}
+        # The bundle's own {"$": ...} (or {"$raw": ...}) must not read as a reference: it is wrapped.
+        return {"$raw": swapped} if set(swapped) in ({"$"}, {"$raw"}) else swapped
+    if isinstance(value, list | tuple):
+        return [_swap(item, index) for item in value]
+    return value
+
+
+def _body(model: ReportModel) -> list[Line]:
     # The answer first (warnings and the headline rates), then the work items, the detail, provenance last.
     use_colours(model.colours)
-    out = [f"<h1>{escape(model.title)}</h1>"]
+    out: list[Line] = [f"<h1>{escape(model.title)}</h1>"]
     out += [f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in model.warnings]
     out += _summary(model)
     out += _browser(model)
@@ -266,13 +291,12 @@ def _body(model: ReportModel) -> list[str]:
     return out
 
 
-def render_html(data: ReportData | ReportModel, title: str | None = None) -> str:
-    """The whole report as one self-contained HTML document; same input, same bytes."""
+def _lines(data: ReportData | ReportModel, title: str | None) -> list[Line]:
     if isinstance(data, ReportModel):
         model = data if title is None else replace(data, title=title)
     else:
         model = build_model(data, title)
-    head = [
+    head: list[Line] = [
         "<!DOCTYPE html>",
         '<html lang="en">',
         "<head>",
@@ -284,9 +308,30 @@ def render_html(data: ReportData | ReportModel, title: str | None = None) -> str
         "</head>",
         "<body>",
     ]
-    return "\n".join([*head, *_body(model), "</body>", "</html>"]) + "\n"
+    return [*head, *_body(model), "</body>", "</html>"]
+
+
+def _pieces(lines: Iterable[Line]) -> Iterator[str]:
+    """The page's text in pieces: each line (a string, or pieces of one written as they are made), then a newline."""
+    for line in lines:
+        if isinstance(line, str):
+            yield line + "\n"
+        else:
+            yield from line
+            yield "\n"
+
+
+def render_html(data: ReportData | ReportModel, title: str | None = None) -> str:
+    """The whole report as one self-contained HTML document; same input, same bytes."""
+    return "".join(_pieces(_lines(data, title)))
 
 
 def write_html(path: Path, data: ReportData | ReportModel, title: str | None = None) -> None:
-    """Render and write the HTML report atomically (readers never see half a page)."""
-    write_bytes_atomic(path, render_html(data, title).encode("utf-8"))
+    """Write the HTML report atomically (readers never see half a page), the case browser an entry at a time.
+
+    The same bytes as :func:`render_html`, without ever holding the page: a large bundle's case browser is
+    gigabytes of text.
+    """
+    with atomic_writer(path) as handle:
+        for piece in _pieces(_lines(data, title)):
+            handle.write(piece.encode("utf-8"))

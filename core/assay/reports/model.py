@@ -170,8 +170,8 @@ class ReportModel:
     headline: tuple[str, ...] = ()
     #: One colour per endpoint (as the report labels it), the same in every chart.
     colours: Mapping[str, str] = field(default_factory=dict)
-    #: The case browser's entries (see :mod:`assay.reports.cases`).
-    cases: tuple[Mapping[str, Any], ...] = ()
+    #: The case browser's entries (see :mod:`assay.reports.cases`): made as they are walked, so walk them once.
+    cases: Sequence[Mapping[str, Any]] = ()
 
 
 def _join(values: Iterable[Any]) -> str:
@@ -188,15 +188,20 @@ def _facts(data: ReportData, scripted: frozenset[str]) -> Table:
     bundle, run = data.bundle, data.bundle.run
     plan = run.get("plan", {})
     pack = bundle.pack
-    rows = bundle.rows
-    failed = [row for row in rows if row.get("errors")]
-    errors = sum(len(row["errors"]) for row in failed)
-    by_stage = Counter(str(error.get("stage", "unstaged")) for row in failed for error in row["errors"])
-    error_text = f"{len(failed)} rows with errors, {errors} errors in all"
+    # One walk, counting: a large bundle's rows are never held (see assay.reports.rowfile).
+    rows = failed = errors = scripted_rows = 0
+    by_stage: Counter[str] = Counter()
+    for row in bundle.rows:
+        rows += 1
+        scripted_rows += bool(row.get("scripted"))
+        if row.get("errors"):
+            failed += 1
+            errors += len(row["errors"])
+            by_stage.update(str(error.get("stage", "unstaged")) for error in row["errors"])
+    error_text = f"{failed} rows with errors, {errors} errors in all"
     if by_stage:
         error_text += " (" + ", ".join(f"{stage}: {count}" for stage, count in sorted(by_stage.items())) + ")"
     endpoints = [f"{e} (scripted)" if e in scripted else e for e in plan.get("endpoints", [])]
-    scripted_rows = sum(1 for row in rows if row.get("scripted"))
     claimed = len(bundle.claims)
     claims = (
         f"all {claimed} claimed numbers reproduce from the rows"
@@ -217,8 +222,8 @@ def _facts(data: ReportData, scripted: frozenset[str]) -> Table:
         ("Protocols", _join(plan.get("protocols", []))),
         ("Stages", _join(plan.get("stages", []))),
         ("Cases", str(len(plan.get("cases", [])))),
-        ("Rows", str(len(rows))),
-        ("Scripted rows", f"{scripted_rows} of {len(rows)}"),
+        ("Rows", str(rows)),
+        ("Scripted rows", f"{scripted_rows} of {rows}"),
         ("Errors", error_text),
         ("Case families", data.families),
         ("Claims", claims),
@@ -455,6 +460,6 @@ def build_model(data: ReportData, title: str | None = None) -> ReportModel:
         summary=summary,
         headline=headline,
         colours=endpoint_colours([*plan_endpoints, "pooled"]),
-        cases=tuple(case_entries(data, scripted)),
+        cases=case_entries(data, scripted),
         main=main,
     )

@@ -30,7 +30,7 @@ from ..plan_matrix import KEY_FIELDS, PlanMatrix
 from ..plugins import Registry
 from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_schemas
 from ..signing import SIGNATURE_FILE
-from ..summary import SummaryPass, compare_claims
+from ..summary import MetricFailure, SummaryPass, compare_claims
 from ._common import check_schema, get, read_document, safe_child
 from ._provenance import check_provenance, used_components
 from ._report import Rank, Report
@@ -488,9 +488,12 @@ def _check_recomputed(claims: _Claims, recompute: _Recompute, name: Callable[[st
     try:
         recomputed = recompute.values()
     except Exception as exc:  # noqa: BLE001 - plugin boundary: a metric failing on hostile rows must not crash validation
+        which, cause = "", exc if not isinstance(exc, MetricFailure) else (exc.__cause__ or exc)
+        if isinstance(exc, MetricFailure):
+            which = f"metric {exc.metric}: "
         report.add(
             claims.file,
-            f"metrics could not be recomputed: {type(exc).__name__}: {exc}",
+            f"metrics could not be recomputed: {which}{type(cause).__name__}: {cause}",
             rank=Rank.METRICS,
             code="metric-error",
         )
