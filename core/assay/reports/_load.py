@@ -30,7 +30,16 @@ from ..summary import MetricFailure, SummaryPass, compare_claims
 from ..validate import extract_archive
 from .rowfile import RowFile, spool_rows
 
-__all__ = ["BundleFiles", "ReportData", "case_families", "claim_differences", "open_bundle", "read_bundle", "recompute"]
+__all__ = [
+    "BundleFiles",
+    "KindsOfCases",
+    "ReportData",
+    "case_families",
+    "claim_differences",
+    "open_bundle",
+    "read_bundle",
+    "recompute",
+]
 
 
 @dataclass(frozen=True)
@@ -252,15 +261,31 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
         ) from error
     differences = claim_differences(bundle.claims, values, set(metrics))
     sections = registry.items("report_sections")
-    family_kinds = {name: family.kind for name, family in registry.items("families").items()}
-    kinds = {case_id: family_kinds.get(str(case.get("family")), "unknown") for case_id, case in cases.items()}
+    kinds = KindsOfCases(cases, registry)
     return ReportData(
         bundle, tuple(values), metrics, families, tuple(differences), sections, registry.items("outcomes"), cases, kinds
     )
 
 
-def case_kinds(bundle: BundleFiles, registry: Registry, pack_root: Path | None = None) -> dict[str, str]:
+class KindsOfCases(Mapping[str, str]):
+    """Each case id to its family's kind (attack, benign, ...), looked up when asked: a pack may hold a million
+    cases, and a report or a comparison asks of the cases its rows name."""
+
+    def __init__(self, cases: Mapping[str, Mapping[str, Any]], registry: Registry) -> None:
+        self._cases = cases
+        self._kinds = {name: family.kind for name, family in registry.items("families").items()}
+
+    def __getitem__(self, case_id: str) -> str:
+        return str(self._kinds.get(str(self._cases[case_id].get("family")), "unknown"))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cases)
+
+    def __len__(self) -> int:
+        return len(self._cases)
+
+
+def case_kinds(bundle: BundleFiles, registry: Registry, pack_root: Path | None = None) -> Mapping[str, str]:
     """Each case id of the bundle's exact pack to its kind, through its family (empty when the pack is not at hand)."""
     cases, _ = case_families(bundle, registry, pack_root)
-    family_kinds = {name: family.kind for name, family in registry.items("families").items()}
-    return {case_id: family_kinds.get(str(case.get("family")), "unknown") for case_id, case in cases.items()}
+    return KindsOfCases(cases, registry)

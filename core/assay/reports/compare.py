@@ -13,6 +13,7 @@ outcome is compared by its means, with a task-blocked sign-permutation test.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -191,8 +192,8 @@ class _Item:
     __slots__ = ("case_id", "endpoint", "values")
 
     def __init__(self, row: Row, chosen: Sequence[Outcome]) -> None:
-        self.case_id = row["key"]["case_id"]
-        self.endpoint = row["key"]["endpoint"]
+        self.case_id = _shared(row["key"]["case_id"])
+        self.endpoint = _shared(row["key"]["endpoint"])
         values: list[Any] = []
         for outcome in chosen:
             try:
@@ -209,6 +210,11 @@ class _Item:
         return value
 
 
+def _shared(value: Any) -> Any:
+    """One copy of a key's text however many rows name it (a condition, an endpoint, a case in A and in B)."""
+    return sys.intern(value) if type(value) is str else value
+
+
 def _indexes(
     rows: Iterable[Row], selectors: Sequence[tuple[str, Selector]], pair_on: Sequence[str], chosen: Sequence[Outcome]
 ) -> list[dict[tuple[Any, ...], _Item]]:
@@ -217,7 +223,7 @@ def _indexes(
     for row in rows:
         for (role, selector), index in zip(selectors, indexes, strict=True):
             if selector.matches(row):
-                key = tuple(row["key"].get(name) for name in pair_on)
+                key = tuple(_shared(row["key"].get(name)) for name in pair_on)
                 if key in index:
                     raise AssayError(
                         f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "

@@ -88,6 +88,21 @@ class _Claims:
         self._memory.close()
 
 
+class _Sent:
+    """One chunk's findings as the child sent them: verdicts checked per line, by its place in the chunk."""
+
+    __slots__ = ("chunk", "counts", "mismatches")
+
+    def __init__(self, chunk: int, counts: list[int], mismatches: list[tuple[int, str, str]]) -> None:
+        self.chunk, self.counts, self.mismatches = chunk, counts, mismatches
+
+    def restricted(self, lines: Sequence[int]) -> Derivation:
+        """Only what was found on ``lines`` (of this chunk), as :meth:`Derivation.restricted` gives it."""
+        keep = set(lines)
+        checked = {line: int(self.counts[(line - 1) % CHUNK_LINES]) for line in lines}
+        return Derivation(checked, [found for found in self.mismatches if found[0] in keep])
+
+
 class RederiveJob:
     """Re-derivation of a bundle's verdicts, run alongside the rest of the validation when the bundle is large.
 
@@ -159,7 +174,8 @@ class RederiveJob:
             status = 1
             try:
                 os.close(read_fd)
-                found, done = Derivation(), []
+                done: list[tuple[int, list[int]]] = []
+                mismatches: list[tuple[int, str, str]] = []
                 # A chunk at a time: its rows are let go before the next is parsed, so the memory they held is
                 # used again (a parse into fresh pages costs a page fault every 4 KiB), and they are re-derived
                 # while they are still in the cache.
@@ -167,10 +183,14 @@ class RederiveJob:
                     if not claims.take_front(chunk):
                         break
                     part = self._derive(rows, lines)
-                    found.checked.update(part.checked)
-                    found.mismatches.extend(part.mismatches)
-                    done.append(chunk)
-                message = {"chunks": done, "checked": list(found.checked.items()), "mismatches": found.mismatches}
+                    # One count per line of the chunk, by its place in it: the parent parses a list of small
+                    # numbers per chunk, not a pair per line (a million lines would be a million lists).
+                    counts = [0] * CHUNK_LINES
+                    for line, count in part.checked.items():
+                        counts[(line - 1) % CHUNK_LINES] = count
+                    done.append((chunk, counts))
+                    mismatches.extend(part.mismatches)
+                message = {"chunks": done, "mismatches": mismatches}
                 view = memoryview(orjson.dumps(message))
                 while view:
                     view = view[os.write(write_fd, view) :]
@@ -216,7 +236,7 @@ class RederiveJob:
         if self._pid is not None:
             self._collect()
 
-    def _collect(self) -> dict[int, Derivation] | None:
+    def _collect(self) -> dict[int, _Sent] | None:
         """The child's work per chunk, once it has ended; None when it failed or sent nothing usable."""
         import os
 
@@ -234,9 +254,16 @@ class RederiveJob:
             return None
         try:
             sent = orjson.loads(b"".join(chunks))
-            parts = {int(chunk): Derivation() for chunk in sent["chunks"]}
-            for line, count in sent["checked"]:
-                parts[_chunk_of(int(line))].checked[int(line)] = int(count)
+            del chunks
+            parts = {}
+            for chunk, counts in sent["chunks"]:
+                if (
+                    not isinstance(counts, list)
+                    or len(counts) != CHUNK_LINES
+                    or any(type(c) is not int for c in counts)
+                ):
+                    return None
+                parts[int(chunk)] = _Sent(int(chunk), counts, [])
             for line, pointer, message in sent["mismatches"]:
                 parts[_chunk_of(int(line))].mismatches.append((int(line), str(pointer), str(message)))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
@@ -244,7 +271,7 @@ class RederiveJob:
         return parts
 
     def _assemble(
-        self, mine: Mapping[int, Derivation], theirs: Mapping[int, Derivation], lines: Sequence[int]
+        self, mine: Mapping[int, Derivation], theirs: Mapping[int, _Sent], lines: Sequence[int]
     ) -> Derivation:
         """Every chunk's findings in line order (the child's where both did one), kept for ``lines`` (which rise):
         chunk by chunk, so no table of every line is made (a bundle may have a million)."""
