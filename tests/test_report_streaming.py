@@ -145,3 +145,30 @@ def test_report_memory_does_not_grow_with_the_rows(tmp_path, builtins_host):
     small_peak = _report_and_compare_peak(small, builtins_host.registry)
     large_peak = _report_and_compare_peak(large, builtins_host.registry)
     assert large_peak - small_peak < added / 2, (small_peak, large_peak, added)
+
+
+class _Fixed:
+    """A labelled test double: an outcome giving the row's own ``value`` member (or raising what it names)."""
+
+    name, kinds, scale = "fixed", (), "binary"
+
+    def of(self, row):
+        if row["value"] == "raise":
+            raise LookupError("no verdict")
+        return row["value"]
+
+
+def test_a_selection_gives_back_each_value_as_the_outcome_gave_it():
+    from assay.reports.compare import _Selection
+
+    values = [True, False, None, 0.25, 3, 2**60, "text", {"odd": 1}, float("inf"), 0, 1.0, "raise"]
+    selection = _Selection([_Fixed()])
+    for number, value in enumerate(values):
+        selection.add((f"case-{number}",), {"key": {"case_id": f"case-{number}", "endpoint": "e"}, "value": value})
+    for number, value in enumerate(values[:-1]):
+        got = selection[(f"case-{number}",)].of(0)
+        assert got == value and type(got) is type(value), (value, got)
+    with pytest.raises(LookupError, match="no verdict"):  # raised only when read, as the row's own would be
+        selection[(f"case-{len(values) - 1}",)].of(0)
+    assert selection[("case-1",)].case_id == "case-1" and selection[("case-1",)].endpoint == "e"
+    assert len(selection) == len(values) and ("case-0",) in selection and ("nope",) not in selection

@@ -14,7 +14,8 @@ outcome is compared by its means, with a task-blocked sign-permutation test.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -182,32 +183,106 @@ class _Raised:
         self.error = error
 
 
-class _Item:
-    """What a comparison needs of one row: its case and endpoint, and each chosen outcome's value.
+#: How a compared value is kept (see _Selection): a float, None, False, True, an int (exact in a float), or
+#: anything else (kept whole, aside).
+_FLOAT, _NONE, _FALSE, _TRUE, _INT, _ASIDE = range(6)
+_EXACT = 2**53
 
-    A large bundle's rows are never held (see :class:`assay.reports.rowfile.RowFile`): the pairs are made of
-    these, a few dozen bytes each.
+
+def _encoded(value: Any) -> tuple[int, float]:
+    if value is None:
+        return _NONE, 0.0
+    if value is True or value is False:
+        return (_TRUE if value else _FALSE), 0.0
+    if type(value) is float:
+        return _FLOAT, value
+    if type(value) is int and -_EXACT <= value <= _EXACT:
+        return _INT, float(value)
+    return _ASIDE, 0.0
+
+
+class _Selection(Mapping[tuple[Any, ...], "_Item"]):
+    """The rows one selector matched, by pair key: what a comparison needs of each, in arrays.
+
+    Its case, its endpoint and the value of each chosen outcome (a byte saying what kind of value, and a float):
+    a large bundle's rows are never held (see :class:`assay.reports.rowfile.RowFile`), and the pairs are made of
+    about a hundred and fifty bytes a row, most of it the pair key.
     """
 
-    __slots__ = ("case_id", "endpoint", "values")
+    def __init__(self, chosen: Sequence[Outcome]) -> None:
+        self._chosen = chosen
+        self._at: dict[tuple[Any, ...], int] = {}
+        self._case_ids: list[Any] = []
+        self._endpoints: list[Any] = []
+        self._kinds = [array("b") for _ in chosen]
+        self._numbers = [array("d") for _ in chosen]
+        self._aside: dict[tuple[int, int], Any] = {}  # (outcome, row): a value of another type, or what was raised
 
-    def __init__(self, row: Row, chosen: Sequence[Outcome]) -> None:
-        self.case_id = _shared(row["key"]["case_id"])
-        self.endpoint = _shared(row["key"]["endpoint"])
-        values: list[Any] = []
-        for outcome in chosen:
+    def add(self, key: tuple[Any, ...], row: Row) -> None:
+        """Keep what the comparison needs of ``row``, under its pair ``key``."""
+        position = len(self._case_ids)
+        self._at[key] = position
+        self._case_ids.append(_shared(row["key"]["case_id"]))
+        self._endpoints.append(_shared(row["key"]["endpoint"]))
+        for number, outcome in enumerate(self._chosen):
             try:
-                values.append(outcome.of(row))
+                value = outcome.of(row)
             except Exception as exc:  # noqa: BLE001 - kept, and raised only if a comparison reads this value
-                values.append(_Raised(exc))
-        self.values = tuple(values)
+                value = _Raised(exc)
+            kind, stored = _encoded(value)
+            if kind == _ASIDE:
+                self._aside[number, position] = value
+            self._kinds[number].append(kind)
+            self._numbers[number].append(stored)
 
-    def of(self, position: int) -> Any:
-        """The value of the chosen outcome at ``position``."""
-        value = self.values[position]
-        if isinstance(value, _Raised):
-            raise value.error
-        return value
+    def value(self, outcome: int, position: int) -> Any:
+        """The value of the chosen outcome at ``outcome`` for the row kept at ``position``, as ``of`` gave it."""
+        kind = self._kinds[outcome][position]
+        if kind == _FLOAT:
+            return self._numbers[outcome][position]
+        if kind == _INT:
+            return int(self._numbers[outcome][position])
+        if kind == _ASIDE:
+            value = self._aside[outcome, position]
+            if isinstance(value, _Raised):
+                raise value.error
+            return value
+        return None if kind == _NONE else kind == _TRUE
+
+    def __getitem__(self, key: tuple[Any, ...]) -> _Item:
+        return _Item(self, self._at[key])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._at
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+
+class _Item:
+    """One row of a :class:`_Selection`, as a comparison reads it."""
+
+    __slots__ = ("_position", "_selection")
+
+    def __init__(self, selection: _Selection, position: int) -> None:
+        self._selection, self._position = selection, position
+
+    @property
+    def case_id(self) -> Any:
+        """The row's case id."""
+        return self._selection._case_ids[self._position]
+
+    @property
+    def endpoint(self) -> Any:
+        """The row's endpoint."""
+        return self._selection._endpoints[self._position]
+
+    def of(self, outcome: int) -> Any:
+        """The value of the chosen outcome at ``outcome``."""
+        return self._selection.value(outcome, self._position)
 
 
 def _shared(value: Any) -> Any:
@@ -217,9 +292,9 @@ def _shared(value: Any) -> Any:
 
 def _indexes(
     rows: Iterable[Row], selectors: Sequence[tuple[str, Selector]], pair_on: Sequence[str], chosen: Sequence[Outcome]
-) -> list[dict[tuple[Any, ...], _Item]]:
+) -> list[_Selection]:
     """One walk of the rows: for each (role, selector), its rows by pair key."""
-    indexes: list[dict[tuple[Any, ...], _Item]] = [{} for _ in selectors]
+    indexes = [_Selection(chosen) for _ in selectors]
     for row in rows:
         for (role, selector), index in zip(selectors, indexes, strict=True):
             if selector.matches(row):
@@ -229,7 +304,7 @@ def _indexes(
                         f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "
                         "(run 'assay validate')"
                     )
-                index[key] = _Item(row, chosen)
+                index.add(key, row)
     return indexes
 
 
@@ -293,7 +368,7 @@ def compare_rows(
             raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
     pairings, pending, no_pairs, scores = [], [], [], []
     for b, b_index in zip(bs, b_indexes, strict=True):
-        all_keys = sorted(set(a_index) & set(b_index))
+        all_keys = sorted(a_index.keys() & b_index.keys())
         keys = all_keys
         if not keys:
             raise UsageError(f"--a {a} and --b {b} share no work item (pairs agree on {', '.join(pair_on)})")
