@@ -650,6 +650,9 @@ def _execute(
     finally:
         progress.close()
         log.close()
+    # What ran the items is done with (its endpoints are closed): let it go before the seal and the validation,
+    # the run's two largest passes, so they reuse its memory.
+    del runtime, pending
     missing = sum(1 for _ in log.missing())
     if missing:
         first = plan.item_at(next(log.missing()))
@@ -664,6 +667,7 @@ def _execute(
         sealed = _write_rows(log, bundle_dir / ROWS_FILE, MetricContext(plan=plan.to_json(), cases=pack.cases_by_id()),
                              host)  # fmt: skip
         write_json_atomic(bundle_dir / RUN_FILE, manifest)
+        del manifest  # the validation reads what was written, as it reads any bundle
         write_json_atomic(bundle_dir / METRICS_FILE, summary_document(sealed.metrics))
         seal_bundle(
             bundle_dir,

@@ -222,12 +222,12 @@ class RederiveJob:
             for chunk in reversed(chunks):
                 if not self._claims.take_back(chunk):
                     break
-                mine[chunk] = self._derive(*rows_at(_within(lines, chunk)))
+                mine[chunk] = _counted(self._derive(*rows_at(_within(lines, chunk))))
         theirs = None if self._pid is None else self._collect()
         if theirs is None:  # no child, or no usable answer: re-derive here what it owed
             for chunk in chunks:
                 if chunk not in mine:
-                    mine[chunk] = self._derive(*rows_at(_within(lines, chunk)))
+                    mine[chunk] = _counted(self._derive(*rows_at(_within(lines, chunk))))
             theirs = {}
         return self._assemble(mine, theirs, lines).report(report, self._file)
 
@@ -277,11 +277,19 @@ class RederiveJob:
         chunk by chunk, so no table of every line is made (a bundle may have a million)."""
         whole = Derivation()
         for chunk in sorted(set(mine) | set(theirs)):
-            part = theirs[chunk] if chunk in theirs else mine[chunk]
-            kept = part.restricted(_within(lines, chunk))
-            whole.counted += sum(kept.checked.values())
-            whole.mismatches.extend(kept.mismatches)
+            if chunk in theirs:
+                kept = theirs[chunk].restricted(_within(lines, chunk))
+                whole.counted += sum(kept.checked.values())
+                whole.mismatches.extend(kept.mismatches)
+            else:  # re-derived here from the accepted rows only: nothing to leave out
+                whole.counted += mine[chunk].counted
+                whole.mismatches.extend(mine[chunk].mismatches)
         return whole
+
+
+def _counted(part: Derivation) -> Derivation:
+    """``part`` with its count per line summed: what is kept of a chunk re-derived in the parent until the end."""
+    return Derivation({}, part.mismatches, part.counted + sum(part.checked.values()))
 
 
 def _within(lines: Sequence[int], chunk: int) -> Sequence[int]:
