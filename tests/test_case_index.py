@@ -37,10 +37,16 @@ ODD = [
 ]
 
 
+RISING = [_entry(i) for i in range(6)]  # the usual manifest: ids found by bisection, no table of them
+FALLING = [_entry(i) for i in (4, 5, 2, 3)]  # an id below the one before: the table is made from there
+TWICE = [_entry(1), _entry(2), _entry(2, family="TRI"), _entry(3)]  # a later duplicate wins, as in a dict
+
+
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
-def test_read_in_parts_equals_the_whole_parse(tmp_path, monkeypatch, chunk):
+@pytest.mark.parametrize("cases", [ODD, RISING, FALLING, TWICE], ids=["odd", "rising", "falling", "twice"])
+def test_read_in_parts_equals_the_whole_parse(tmp_path, monkeypatch, chunk, cases):
     monkeypatch.setattr(case_index, "_CHUNK", chunk)  # values cut anywhere by the end of what was read
-    document = _manifest(ODD, description="x" * 300, license="CC0-1.0", size_limit=12345678)
+    document = _manifest(cases, description="x" * 300, license="CC0-1.0", size_limit=12345678)
     path = tmp_path / "pack.json"
     path.write_text("\ufeff" + json.dumps(document, indent=1, ensure_ascii=False), encoding="utf-8")
     whole = load_document(path).data
@@ -49,6 +55,11 @@ def test_read_in_parts_equals_the_whole_parse(tmp_path, monkeypatch, chunk):
     assert {k: v for k, v in whole.items() if k != "cases"} == parts.members
     expected = {entry["id"]: entry for entry in whole["cases"] if isinstance(entry, dict) and "id" in entry}
     assert dict(parts.cases) == expected and list(parts.cases) == list(expected)
+    assert len(parts.cases) == len(expected) and all(case_id in parts.cases for case_id in expected)
+    assert "c-999" not in parts.cases and 3 not in parts.cases and None not in parts.cases
+    assert all(parts.cases.family_of(case_id) == entry.get("family") for case_id, entry in expected.items())
+    with pytest.raises(KeyError):
+        parts.cases["c-999"]
     assert parts.digest() == compute_digest(whole) == whole["digest"]
 
 

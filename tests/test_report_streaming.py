@@ -94,15 +94,26 @@ class _FailingMetric:
         return self.values()
 
 
+class _FailingToStart(_FailingMetric):
+    """A labelled test double: a metric plugin whose accumulator cannot be made."""
+
+    def accumulate(self, context):
+        raise KeyError("no such member")
+
+
 class _FailingPlugin:
+    def __init__(self, metric):
+        self.metric = metric
+
     @assay.hookimpl
     def register_metrics(self, register):
-        register(_FailingMetric())
+        register(self.metric)
 
 
-def test_one_walk_computes_every_metric_and_a_failure_names_its_metric(bundle_dir):
+@pytest.mark.parametrize("metric", [_FailingMetric(), _FailingToStart()], ids=["on-a-row", "on-start"])
+def test_one_walk_computes_every_metric_and_a_failure_names_its_metric(bundle_dir, metric):
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    host.register(_FailingPlugin(), "failing-metric")
+    host.register(_FailingPlugin(metric), "failing-metric")
     with pytest.raises(AssayError, match=r"metric test\.fails_on_rows cannot be recomputed: KeyError"):
         recompute(read_bundle(bundle_dir), host.registry, pack_root=EXAMPLE_PACK)
 

@@ -21,6 +21,7 @@ import codecs
 import hashlib
 import json
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,10 @@ class CaseIndex(Mapping[str, Mapping[str, Any]]):
 
     def __init__(self) -> None:
         self._ids: list[str | None] = []  # per element; None for one kept whole
-        self._row: dict[str, int] = {}  # id -> its last element (a later duplicate wins, as in a dict)
+        # id -> its last element (a later duplicate wins, as in a dict). None while every element is of the usual
+        # shape and the ids rise: then an id is found by bisection in _ids, without a table of every case (the
+        # usual manifest is sorted; a table of a million ids would be a third of the index).
+        self._row: dict[str, int] | None = None
         self._families: list[str] = []
         self._family_number: dict[str, int] = {}
         self._family = bytearray()
@@ -78,9 +82,13 @@ class CaseIndex(Mapping[str, Mapping[str, Any]]):
             self._sizes.append(0)
             self._whole[element] = entry
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                self._row[entry["id"]] = element
+                self._table()[entry["id"]] = element
+            else:
+                self._table()
             return
         case_id, family, pattern, path, digest, size = compact
+        if self._row is None and self._ids and not self._ids[-1] < case_id:  # type: ignore[operator]
+            self._table()
         self._ids.append(case_id)
         self._family.append(family)
         self._pattern.append(pattern)
@@ -88,7 +96,25 @@ class CaseIndex(Mapping[str, Mapping[str, Any]]):
             self._paths[element] = path
         self._hashes.extend(digest)
         self._sizes.append(size)
-        self._row[case_id] = element
+        if self._row is not None:
+            self._row[case_id] = element
+
+    def _table(self) -> dict[str, int]:
+        """The id table, made from the elements so far the first time an element breaks the rising order."""
+        if self._row is None:
+            self._row = {case_id: element for element, case_id in enumerate(self._ids) if case_id is not None}
+        return self._row
+
+    def _element(self, case_id: object) -> int:
+        """The element of ``case_id``; KeyError when the index has no such id."""
+        if self._row is not None:
+            return self._row[case_id]  # type: ignore[index]
+        if isinstance(case_id, str):
+            ids = self._ids
+            element = bisect_left(ids, case_id)  # type: ignore[type-var]
+            if element < len(ids) and ids[element] == case_id:
+                return element
+        raise KeyError(case_id)
 
     def _compact(self, entry: Any) -> tuple[str, int, int, str, bytes, int] | None:
         """The entry in compact form, or None when it is not of the usual shape (then it is kept whole)."""
@@ -134,25 +160,31 @@ class CaseIndex(Mapping[str, Mapping[str, Any]]):
             yield _copy(entry) if element in self._whole else entry
 
     def __getitem__(self, case_id: str) -> Mapping[str, Any]:
-        element = self._row[case_id]
+        element = self._element(case_id)
         entry: Mapping[str, Any] = _copy(self._entry(element)) if element in self._whole else self._entry(element)
         return entry
 
     def family_of(self, case_id: str) -> Any:
         """A case's family (None when its entry names none), without making its entry."""
-        element = self._row[case_id]
+        element = self._element(case_id)
         if element in self._whole:
             return self._whole[element].get("family")
         return self._families[self._family[element]]
 
     def __contains__(self, case_id: object) -> bool:
-        return case_id in self._row
+        if self._row is not None:
+            return case_id in self._row
+        try:
+            self._element(case_id)
+        except KeyError:
+            return False
+        return True
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._row)
+        return iter(self._row) if self._row is not None else iter(self._ids)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
-        return len(self._row)
+        return len(self._row) if self._row is not None else len(self._ids)
 
     @property
     def elements(self) -> int:

@@ -78,7 +78,12 @@ class SummaryPass:
             if metric is None:
                 raise UsageError(f"unknown metric {name!r}")
             accumulate = getattr(metric, "accumulate", None)
-            accumulator = accumulate(context) if callable(accumulate) else None
+            try:
+                accumulator = accumulate(context) if callable(accumulate) else None
+            except AssayError:
+                raise
+            except Exception as exc:
+                raise MetricFailure(name, exc) from exc
             self._metrics.append((metric, accumulator))
             self._names.append(name)
             if accumulator is None:

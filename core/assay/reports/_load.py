@@ -249,8 +249,8 @@ def recompute(bundle: BundleFiles, registry: Registry, *, pack_root: Path | None
     context = MetricContext(plan=bundle.run["plan"], cases=cases)
     metrics = registry.items("metrics")
     # Every metric in one walk of the rows; a plugin failing on odd rows is a finding about the bundle, not a crash.
-    summary = SummaryPass(context, registry, list(metrics))
     try:
+        summary = SummaryPass(context, registry, list(metrics))
         for row in bundle.rows:
             summary.add(row)
         values = summary.values()

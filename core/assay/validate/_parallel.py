@@ -23,6 +23,8 @@ __all__ = ["CHUNK_LINES", "PARALLEL_BYTES", "RederiveJob"]
 PARALLEL_BYTES = 4 << 20
 #: Rows are re-derived in chunks of this many lines, the unit the parent and the child share the work in.
 CHUNK_LINES = 512
+#: Rows the parent reads again and re-derives at once (a part of a chunk).
+_PART_LINES = 64
 
 _Rows = tuple[Sequence[Mapping[str, Any]], Sequence[int]]
 
@@ -222,14 +224,27 @@ class RederiveJob:
             for chunk in reversed(chunks):
                 if not self._claims.take_back(chunk):
                     break
-                mine[chunk] = _counted(self._derive(*rows_at(_within(lines, chunk))))
+                mine[chunk] = self._derive_here(rows_at, _within(lines, chunk))
         theirs = None if self._pid is None else self._collect()
         if theirs is None:  # no child, or no usable answer: re-derive here what it owed
             for chunk in chunks:
                 if chunk not in mine:
-                    mine[chunk] = _counted(self._derive(*rows_at(_within(lines, chunk))))
+                    mine[chunk] = self._derive_here(rows_at, _within(lines, chunk))
             theirs = {}
         return self._assemble(mine, theirs, lines).report(report, self._file)
+
+    def _derive_here(self, rows_at: Callable[[Sequence[int]], _Rows], lines: Sequence[int]) -> Derivation:
+        """Re-derive the rows at ``lines`` (one chunk's) in the parent, a part at a time, and keep the counts.
+
+        The parent reads whole rows again here, while holding what the rest of the validation gathered: a
+        part of a chunk at a time keeps that on top small.
+        """
+        found = Derivation()
+        for start in range(0, len(lines), _PART_LINES):
+            part = self._derive(*rows_at(lines[start : start + _PART_LINES]))
+            found.counted += part.counted + sum(part.checked.values())
+            found.mismatches.extend(part.mismatches)
+        return found
 
     def abandon(self) -> None:
         """End the job without findings (the rows could not be read): the child, if any, is waited for."""
@@ -285,11 +300,6 @@ class RederiveJob:
                 whole.counted += mine[chunk].counted
                 whole.mismatches.extend(mine[chunk].mismatches)
         return whole
-
-
-def _counted(part: Derivation) -> Derivation:
-    """``part`` with its count per line summed: what is kept of a chunk re-derived in the parent until the end."""
-    return Derivation({}, part.mismatches, part.counted + sum(part.checked.values()))
 
 
 def _within(lines: Sequence[int], chunk: int) -> Sequence[int]:
