@@ -766,6 +766,7 @@ def test_stats_endpoint_matches_the_in_process_counters_and_resets(httpx):
 # --------------------------------------------------------------------------- throughput smoke check
 
 
+@pytest.mark.slow  # a burst of real requests: about 3 s, kept out of the fast tier
 def test_concurrent_burst_all_succeeds(httpx):
     """500 requests, 50 at a time, 10 ms latency: every one answered correctly. No timing is asserted."""
 

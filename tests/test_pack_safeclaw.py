@@ -57,6 +57,7 @@ def _canary(case: dict) -> dict:
 # ----------------------------------------------------------------------------- validity and counts
 
 
+@pytest.mark.slow  # the whole pack validated: about 4 s, kept out of the fast tier
 def test_pack_validates(builtins_host):
     report = validate_path(DIST, builtins_host.registry)
     assert report.ok, "\n".join(issue.format() for issue in report.ordered()[:20])
