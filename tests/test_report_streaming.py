@@ -170,12 +170,13 @@ class _Fixed:
 
 
 def test_a_selection_gives_back_each_value_as_the_outcome_gave_it():
-    from assay.reports.compare import _Selection
+    from assay.reports.compare import _Selection, _Shared
 
     values = [True, False, None, 0.25, 3, 2**60, "text", {"odd": 1}, float("inf"), 0, 1.0, "raise"]
     selection = _Selection([_Fixed()])
     for number, value in enumerate(values):
-        selection.add((f"case-{number}",), {"key": {"case_id": f"case-{number}", "endpoint": "e"}, "value": value})
+        row = {"key": {"case_id": f"case-{number}", "endpoint": "e"}, "value": value}
+        selection.add((f"case-{number}",), row, _Shared())
     for number, value in enumerate(values[:-1]):
         got = selection[(f"case-{number}",)].of(0)
         assert got == value and type(got) is type(value), (value, got)

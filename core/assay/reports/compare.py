@@ -13,7 +13,6 @@ outcome is compared by its means, with a task-blocked sign-permutation test.
 
 from __future__ import annotations
 
-import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -206,7 +205,7 @@ class _Selection(Mapping[tuple[Any, ...], "_Item"]):
 
     Its case, its endpoint and the value of each chosen outcome (a byte saying what kind of value, and a float):
     a large bundle's rows are never held (see :class:`assay.reports.rowfile.RowFile`), and the pairs are made of
-    about a hundred and fifty bytes a row, most of it the pair key.
+    a few hundred bytes a row, most of it the pair key and its place in the table.
     """
 
     def __init__(self, chosen: Sequence[Outcome]) -> None:
@@ -218,12 +217,12 @@ class _Selection(Mapping[tuple[Any, ...], "_Item"]):
         self._numbers = [array("d") for _ in chosen]
         self._aside: dict[tuple[int, int], Any] = {}  # (outcome, row): a value of another type, or what was raised
 
-    def add(self, key: tuple[Any, ...], row: Row) -> None:
-        """Keep what the comparison needs of ``row``, under its pair ``key``."""
+    def add(self, key: tuple[Any, ...], row: Row, shared: _Shared) -> None:
+        """Keep what the comparison needs of ``row``, under its pair ``key`` (its texts kept once, by ``shared``)."""
         position = len(self._case_ids)
         self._at[key] = position
-        self._case_ids.append(_shared(row["key"]["case_id"]))
-        self._endpoints.append(_shared(row["key"]["endpoint"]))
+        self._case_ids.append(shared(row["key"]["case_id"]))
+        self._endpoints.append(shared(row["key"]["endpoint"]))
         for number, outcome in enumerate(self._chosen):
             try:
                 value = outcome.of(row)
@@ -285,9 +284,18 @@ class _Item:
         return self._selection.value(outcome, self._position)
 
 
-def _shared(value: Any) -> Any:
-    """One copy of a key's text however many rows name it (a condition, an endpoint, a case in A and in B)."""
-    return sys.intern(value) if type(value) is str else value
+class _Shared:
+    """One copy of each key text however many rows name it (a condition, an endpoint, a case in A and in B).
+
+    A table of this comparison's own, let go with it (``sys.intern`` would grow the interpreter's for good).
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def __call__(self, value: Any) -> Any:
+        """``value``, or the equal text already kept."""
+        return self._texts.setdefault(value, value) if type(value) is str else value
 
 
 def _indexes(
@@ -295,16 +303,17 @@ def _indexes(
 ) -> list[_Selection]:
     """One walk of the rows: for each (role, selector), its rows by pair key."""
     indexes = [_Selection(chosen) for _ in selectors]
+    shared = _Shared()
     for row in rows:
         for (role, selector), index in zip(selectors, indexes, strict=True):
             if selector.matches(row):
-                key = tuple(_shared(row["key"].get(name)) for name in pair_on)
+                key = tuple(shared(row["key"].get(name)) for name in pair_on)
                 if key in index:
                     raise AssayError(
                         f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "
                         "(run 'assay validate')"
                     )
-                index.add(key, row)
+                index.add(key, row, shared)
     return indexes
 
 
