@@ -371,8 +371,9 @@ def compare_rows(
         if b in seen:
             raise UsageError(f"--b {b} is given twice")
         seen.add(b)
-    a_index, *b_indexes = _indexes(rows, [("--a", a), *(("--b", b) for b in bs)], pair_on, chosen)
-    for (role, selector), index in zip([("--a", a), *(("--b", b) for b in bs)], [a_index, *b_indexes], strict=True):
+    roles = [("--a", a), *(("--b", b) for b in bs)]
+    a_index, *b_indexes = _indexes(rows, roles, pair_on, chosen)  # one walk of the rows for A and every B
+    for (role, selector), index in zip(roles, [a_index, *b_indexes], strict=True):
         if not index:
             raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
     pairings, pending, no_pairs, scores = [], [], [], []
