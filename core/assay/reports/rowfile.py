@@ -59,12 +59,8 @@ class RowFile(Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        count = len(self)
-        if index < 0:
-            index += count
-        if not 0 <= index < count:
-            raise IndexError("row index out of range")
-        start, end = self._offsets[index], self._offsets[index + 1]
+        number = range(len(self))[index]  # negative indices and IndexError as a list gives them
+        start, end = self._offsets[number], self._offsets[number + 1]
         with open(self._path, "rb") as handle:
             handle.seek(start)
             data: dict[str, Any] = orjson.loads(handle.read(end - start))
