@@ -170,17 +170,72 @@ class _Fixed:
 
 
 def test_a_selection_gives_back_each_value_as_the_outcome_gave_it():
-    from assay.reports.compare import _Selection, _Shared
+    from assay.reports.compare import _KeyValues, _Selection
 
-    values = [True, False, None, 0.25, 3, 2**60, "text", {"odd": 1}, float("inf"), 0, 1.0, "raise"]
-    selection = _Selection([_Fixed()])
+    values = [True, False, None, 0.25, 3, 2**60, "text", {"odd": 1}, float("inf"), 0, 1.0, -0.0, "raise"]
+    key_values = _KeyValues(("case_id",))
+    selection = _Selection([_Fixed()], ("case_id",))
     for number, value in enumerate(values):
-        row = {"key": {"case_id": f"case-{number}", "endpoint": "e"}, "value": value}
-        selection.add((f"case-{number}",), row, _Shared())
+        selection.add({"key": {"case_id": f"case-{number}", "endpoint": "e"}, "value": value}, key_values)
     for number, value in enumerate(values[:-1]):
-        got = selection[(f"case-{number}",)].of(0)
-        assert got == value and type(got) is type(value), (value, got)
+        got = selection.value(0, number)
+        assert got == value and type(got) is type(value) and repr(got) == repr(value), (value, got)
     with pytest.raises(LookupError, match="no verdict"):  # raised only when read, as the row's own would be
-        selection[(f"case-{len(values) - 1}",)].of(0)
-    assert selection[("case-1",)].case_id == "case-1" and selection[("case-1",)].endpoint == "e"
-    assert len(selection) == len(values) and ("case-0",) in selection and ("nope",) not in selection
+        selection.value(0, len(values) - 1)
+    assert list(key_values.values("case_id"))[selection.field("case_id")[1]] == "case-1"
+    assert list(key_values.values("endpoint"))[selection.field("endpoint")[1]] == "e"
+    assert len(selection) == len(values) and selection.odd(0)
+
+
+def _keys_in_code_order(keys, limit=None, monkeypatch=None):
+    """The pair keys of one selection, sorted by the codes _encode_keys gives them."""
+    from assay.reports import compare
+
+    if limit is not None:
+        monkeypatch.setattr(compare, "_CODE_LIMIT", limit)
+    fields = ("case_id", "seed", "protocol")
+    key_values = compare._KeyValues(fields)
+    selection = compare._Selection([_Fixed()], fields)
+    for key in keys:
+        selection.add({"key": dict(zip(fields, key, strict=True), endpoint="e"), "value": True}, key_values)
+    compare._encode_keys([selection], key_values, fields)
+    assert len(set(selection.codes.tolist())) == len(set(keys))
+    return [keys[at] for at in selection.codes.argsort(kind="stable")]
+
+
+@pytest.mark.parametrize("limit", [None, 40], ids=["wide", "renumbered"])
+def test_pair_codes_order_keys_as_their_tuples_sort(limit, monkeypatch):
+    """The codes pairs are matched and ordered by sort as the key tuples do (the bootstrap's input order depends on
+    it), also when a field would overflow them and the codes so far are renumbered first."""
+    import random
+
+    chooser = random.Random(7)
+    keys = [
+        (f"case-{chooser.randrange(30)}", chooser.choice([0, 1, 5, 12, -3]), chooser.choice(["p", "q", "aa"]))
+        for _ in range(300)
+    ]
+    keys = list(dict.fromkeys(keys))
+    assert _keys_in_code_order(keys, limit, monkeypatch) == sorted(keys)
+
+
+def test_a_key_field_mixing_types_is_named(monkeypatch):
+    from assay.errors import AssayError
+
+    with pytest.raises(AssayError, match="key field seed mixes values that cannot be ordered"):
+        _keys_in_code_order([("c", 1, "p"), ("c", "one", "p")])
+
+
+def test_a_key_column_widens_as_its_numbers_grow_and_keeps_them():
+    """A byte a row while a field has few values; a case id numbered past 255, then past 65,535, widens the column
+    without losing a number."""
+    from assay.reports.compare import _Column
+
+    column = _Column()
+    numbers = [0, 7, 255, 3, 256, 1, 65_535, 65_536, 2, 70_000]
+    widths = []
+    for number in numbers:
+        column.append(number)
+        widths.append(column.as_array().itemsize)
+    assert column.as_array().tolist() == numbers and len(column) == len(numbers)
+    assert widths == [1, 1, 1, 1, 2, 2, 2, 4, 4, 4]
+    assert _Column().as_array().size == 0 and _Column().as_array().dtype.kind == "u"  # an index, even when empty

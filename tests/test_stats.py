@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from itertools import pairwise
 
 import numpy as np
@@ -23,6 +24,7 @@ from assay.stats import (
     mcnemar_from_pairs,
     paired_bootstrap_diff,
     percent_agreement,
+    ranked_task_differences,
     rate,
     sign_permutation_test,
     spearman,
@@ -272,13 +274,43 @@ def test_bootstrap_constant_difference_has_degenerate_ci() -> None:
 
 
 def test_bootstrap_chunking_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Forcing tiny chunks must not change the estimate's validity: results
-    # stay deterministic and the CI still brackets the observed difference.
-    monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", 25)
-    r1 = paired_bootstrap_diff(_A, _B, n_resamples=500, seed=11)
-    r2 = paired_bootstrap_diff(_A, _B, n_resamples=500, seed=11)
-    assert r1 == r2
-    assert r1.ci_low <= r1.diff <= r1.ci_high
+    # How the resamples are split into chunks never changes the result: the
+    # generator's stream does not depend on the split (so the chunk size can
+    # bound memory without moving a published number).
+    whole = paired_bootstrap_diff(_A, _B, n_resamples=500, seed=11)
+    for chunk in (25, 7 * len(_A) + 3, len(_A)):
+        monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", chunk)
+        assert paired_bootstrap_diff(_A, _B, n_resamples=500, seed=11) == whole
+    assert whole.ci_low <= whole.diff <= whole.ci_high
+
+
+def test_monte_carlo_permutation_chunking_keeps_the_p_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(4)
+    d = [rng.gauss(0.05, 1.0) for _ in range(301)]
+    whole = sign_permutation_test(d, n_permutations=2000, seed=3)
+    for chunk in (301, 5 * 301 + 1, 64 * 301):
+        monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", chunk)
+        assert sign_permutation_test(d, n_permutations=2000, seed=3).p_value == whole.p_value
+
+
+def test_ranked_task_differences_match_the_blocked_ones() -> None:
+    """Both group and order as the plain definition does: np.mean of each task's differences, tasks in sorted order
+    (bit for bit, the sign of a zero included, as the numbers published before them were computed)."""
+    rng = random.Random(9)
+    ids = [f"task-{rng.randrange(400):03d}" for _ in range(500)]  # most tasks once, some several times
+    a = [rng.choice([0.0, 1.0, -0.0, rng.random()]) for _ in ids]
+    b = [rng.choice([0.0, 1.0, -0.0, rng.random()]) for _ in ids]
+    grouped: dict[str, list[float]] = {}
+    for task, difference in zip(ids, np.array(b) - np.array(a), strict=True):
+        grouped.setdefault(task, []).append(float(difference))
+    expected = [repr(float(np.mean(values))) for _, values in sorted(grouped.items())]
+    # A task seen once with a difference of -0.0 has the mean +0.0 (np.mean's sum starts at +0.0): exercised here.
+    assert any(len(values) == 1 and math.copysign(1.0, values[0]) < 0 and values[0] == 0 for values in grouped.values())
+    ranks = np.array([sorted(grouped).index(task) for task in ids])
+    assert [repr(x) for x in task_blocked_differences(ids, a, b)] == expected
+    assert [repr(x) for x in ranked_task_differences(ranks, np.array(a), np.array(b)).tolist()] == expected
+    with pytest.raises(ValueError, match="length mismatch"):
+        ranked_task_differences(ranks[:-1], np.array(a), np.array(b))
 
 
 def test_bootstrap_errors() -> None:

@@ -102,7 +102,7 @@ def compare_command(
     """
     from ..components import AnalysisContext
     from ..reports import compare_rows, read_bundle, render_comparison_markdown
-    from ..reports._load import case_families, case_kinds
+    from ..reports._load import KindsOfCases, case_families
 
     files = read_bundle(bundle)
     registry = get_host(ctx).registry
@@ -116,7 +116,7 @@ def compare_command(
         seed=seed,
         resamples=resamples,
         available=available,
-        case_kinds=case_kinds(files, registry, pack_root),
+        case_kinds=KindsOfCases(cases, registry),  # the pack read once: a million cases are not read twice
         # Never pool model families into one test: an endpoint's `family` option, else the endpoint is its own.
         endpoint_families={
             str(e.get("id")): str((e.get("options") or {}).get("family") or e.get("id"))

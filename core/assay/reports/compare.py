@@ -16,7 +16,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from ..components import Outcome
 from ..errors import AssayError, UsageError
@@ -25,9 +25,12 @@ from ..stats import (
     holm_adjust,
     mcnemar_from_pairs,
     paired_bootstrap_diff,
+    ranked_task_differences,
     sign_permutation_test,
-    task_blocked_differences,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "Comparison",
@@ -186,6 +189,8 @@ class _Raised:
 #: anything else (kept whole, aside).
 _FLOAT, _NONE, _FALSE, _TRUE, _INT, _ASIDE = range(6)
 _EXACT = 2**53
+#: Pair codes stay below this (numpy int64), so one more field's ranks can be folded in without overflow.
+_CODE_LIMIT = 2**62
 
 
 def _encoded(value: Any) -> tuple[int, float]:
@@ -200,29 +205,104 @@ def _encoded(value: Any) -> tuple[int, float]:
     return _ASIDE, 0.0
 
 
-class _Selection(Mapping[tuple[Any, ...], "_Item"]):
-    """The rows one selector matched, by pair key: what a comparison needs of each, in arrays.
+class _KeyValues:
+    """The distinct values of the pair key fields and of the endpoint, each numbered once, in the order first seen.
 
-    Its case, its endpoint and the value of each chosen outcome (a byte saying what kind of value, and a float):
-    a large bundle's rows are never held (see :class:`assay.reports.rowfile.RowFile`), and the pairs are made of
-    a few hundred bytes a row, most of it the pair key and its place in the table.
+    One table for A and every B, so the same value has the same number in each, and each text is kept once however
+    many rows name it (a table of the comparison's own, let go with it).
     """
 
-    def __init__(self, chosen: Sequence[Outcome]) -> None:
-        self._chosen = chosen
-        self._at: dict[tuple[Any, ...], int] = {}
-        self._case_ids: list[Any] = []
-        self._endpoints: list[Any] = []
-        self._kinds = [array("b") for _ in chosen]
-        self._numbers = [array("d") for _ in chosen]
-        self._aside: dict[tuple[int, int], Any] = {}  # (outcome, row): a value of another type, or what was raised
+    def __init__(self, fields: Sequence[str]) -> None:
+        self._numbers: dict[str, dict[Any, int]] = {name: {} for name in (*fields, "endpoint")}
+        self._ranks: dict[str, np.ndarray] = {}
 
-    def add(self, key: tuple[Any, ...], row: Row, shared: _Shared) -> None:
-        """Keep what the comparison needs of ``row``, under its pair ``key`` (its texts kept once, by ``shared``)."""
-        position = len(self._case_ids)
-        self._at[key] = position
-        self._case_ids.append(shared(row["key"]["case_id"]))
-        self._endpoints.append(shared(row["key"]["endpoint"]))
+    def number(self, field: str, value: Any) -> int:
+        """The number of ``value`` among the values of ``field`` (a new one when it was not seen before)."""
+        numbers = self._numbers[field]
+        found = numbers.get(value)
+        if found is None:
+            found = numbers[value] = len(numbers)
+        return found
+
+    def values(self, field: str) -> Iterator[Any]:
+        """The distinct values of ``field``, by number."""
+        return iter(self._numbers[field])
+
+    def release(self, field: str) -> None:
+        """Let go of the values of ``field`` once nothing more is asked of them but their ranks (a pack's every case
+        id, say, while the statistics take their turn)."""
+        self.ranks(field)
+        self._numbers[field] = {}
+
+    def ranks(self, field: str) -> np.ndarray:
+        """Each value's rank among the distinct values of ``field`` in sorted order, by number (once all are in)."""
+        import numpy as np
+
+        if field in self._ranks:
+            return self._ranks[field]
+        values = np.fromiter(self._numbers[field], dtype=object, count=len(self._numbers[field]))
+        try:
+            order = np.argsort(values, kind="stable")
+        except TypeError:
+            kinds = ", ".join(sorted({type(value).__name__ for value in values}))
+            raise AssayError(
+                f"key field {field} mixes values that cannot be ordered ({kinds}; run 'assay validate')"
+            ) from None
+        ranks = self._ranks[field] = np.empty(len(values), dtype=np.int64)
+        ranks[order] = np.arange(len(values), dtype=np.int64)
+        return ranks
+
+
+class _Column:
+    """Numbers from 0 up, one a row, in the narrowest array that holds them: a byte a row while a key field has up to
+    256 distinct values (a condition, a seed), widened as they grow (a case id)."""
+
+    _WIDER: ClassVar[dict[str, str]] = {"B": "H", "H": "I"}
+
+    def __init__(self) -> None:
+        self._numbers = array("B")
+
+    def append(self, number: int) -> None:
+        """Add one row's number."""
+        if number >= 1 << (8 * self._numbers.itemsize):
+            self._numbers = array(self._WIDER[self._numbers.typecode], self._numbers)
+        self._numbers.append(number)
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def as_array(self) -> np.ndarray:
+        """The numbers, as a numpy array sharing their memory."""
+        import numpy as np
+
+        dtype = np.dtype(self._numbers.typecode)
+        return np.frombuffer(self._numbers, dtype=dtype) if self._numbers else np.zeros(0, dtype=dtype)
+
+
+class _Selection:
+    """The rows one selector matched, as a paired comparison needs them: numbers in arrays, never the rows.
+
+    Each row's pair key (the numbers of its field values, then one integer code ordered as the key tuples are), its
+    endpoint, and the value of each chosen outcome (a byte saying what kind of value, and a float when it is a
+    number): a large bundle's rows are never held (see :class:`assay.reports.rowfile.RowFile`), and a row costs a
+    few dozen bytes.
+    """
+
+    def __init__(self, chosen: Sequence[Outcome], fields: Sequence[str]) -> None:
+        self._chosen = chosen
+        self._columns = {name: _Column() for name in (*fields, "endpoint")}
+        self._endpoints = self._columns["endpoint"]
+        self._kinds = [array("b") for _ in chosen]
+        self._numbers: list[array[float] | None] = [None for _ in chosen]  # made at the first number
+        self._aside: dict[tuple[int, int], Any] = {}  # (outcome, row): a value of another type, or what was raised
+        self.codes: np.ndarray | None = None  # set by _encode_keys once every row is in
+
+    def add(self, row: Row, values: _KeyValues) -> None:
+        """Keep what the comparison needs of ``row``, its key values numbered by ``values``."""
+        position = len(self._endpoints)
+        key = row["key"]
+        for field, column in self._columns.items():
+            column.append(values.number(field, key.get(field)))
         for number, outcome in enumerate(self._chosen):
             try:
                 value = outcome.of(row)
@@ -232,15 +312,45 @@ class _Selection(Mapping[tuple[Any, ...], "_Item"]):
             if kind == _ASIDE:
                 self._aside[number, position] = value
             self._kinds[number].append(kind)
-            self._numbers[number].append(stored)
+            if kind in (_FLOAT, _INT):
+                self._numbers_of(number)[position] = stored
+
+    def _numbers_of(self, outcome: int) -> array[float]:
+        numbers = self._numbers[outcome]
+        if numbers is None:
+            numbers = self._numbers[outcome] = array("d", bytes(8 * len(self._endpoints)))
+        elif len(numbers) < len(self._endpoints):
+            numbers.frombytes(bytes(8 * (len(self._endpoints) - len(numbers))))
+        return numbers
+
+    def __len__(self) -> int:
+        return len(self._endpoints)
+
+    def field(self, name: str) -> np.ndarray:
+        """The number of each row's value of the key field ``name`` (see :class:`_KeyValues`)."""
+        return self._columns[name].as_array()
+
+    def keep_fields(self, names: Iterable[str]) -> None:
+        """Let go of the numbers of every key field but ``names`` (once the keys are coded, only a few are asked)."""
+        self._columns = {name: column for name, column in self._columns.items() if name in names}
+
+    def kinds(self, outcome: int, positions: np.ndarray) -> np.ndarray:
+        """What kind of value the chosen outcome at ``outcome`` gave for the rows at ``positions``."""
+        import numpy as np
+
+        kinds: np.ndarray = np.frombuffer(self._kinds[outcome], dtype=np.int8)[positions]
+        return kinds
+
+    def odd(self, outcome: int) -> bool:
+        """True when some row's value of the chosen outcome at ``outcome`` is kept aside (or raised)."""
+        return any(number == outcome for number, _ in self._aside)
 
     def value(self, outcome: int, position: int) -> Any:
         """The value of the chosen outcome at ``outcome`` for the row kept at ``position``, as ``of`` gave it."""
         kind = self._kinds[outcome][position]
-        if kind == _FLOAT:
-            return self._numbers[outcome][position]
-        if kind == _INT:
-            return int(self._numbers[outcome][position])
+        if kind in (_FLOAT, _INT):
+            number = self._numbers_of(outcome)[position]  # there since the row's number was kept
+            return number if kind == _FLOAT else int(number)
         if kind == _ASIDE:
             value = self._aside[outcome, position]
             if isinstance(value, _Raised):
@@ -248,73 +358,120 @@ class _Selection(Mapping[tuple[Any, ...], "_Item"]):
             return value
         return None if kind == _NONE else kind == _TRUE
 
-    def __getitem__(self, key: tuple[Any, ...]) -> _Item:
-        return _Item(self, self._at[key])
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._at
+def _encode_keys(selections: Sequence[_Selection], values: _KeyValues, fields: Sequence[str]) -> None:
+    """Give every row of every selection one integer code for its pair key, ordered as the key tuples are.
 
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self._at)
-
-    def __len__(self) -> int:
-        return len(self._at)
-
-
-class _Item:
-    """One row of a :class:`_Selection`, as a comparison reads it."""
-
-    __slots__ = ("_position", "_selection")
-
-    def __init__(self, selection: _Selection, position: int) -> None:
-        self._selection, self._position = selection, position
-
-    @property
-    def case_id(self) -> Any:
-        """The row's case id."""
-        return self._selection._case_ids[self._position]
-
-    @property
-    def endpoint(self) -> Any:
-        """The row's endpoint."""
-        return self._selection._endpoints[self._position]
-
-    def of(self, outcome: int) -> Any:
-        """The value of the chosen outcome at ``outcome``."""
-        return self._selection.value(outcome, self._position)
-
-
-class _Shared:
-    """One copy of each key text however many rows name it (a condition, an endpoint, a case in A and in B).
-
-    A table of this comparison's own, let go with it (``sys.intern`` would grow the interpreter's for good).
+    A mixed-radix number of the ranks of its field values; when one more field would overflow, the codes so far are
+    renumbered densely first (their order kept), so however many distinct values the fields have, a code is below
+    the number of rows times the next field's distinct values.
     """
+    import numpy as np
 
-    def __init__(self) -> None:
-        self._texts: dict[str, str] = {}
+    codes = [np.zeros(len(selection), dtype=np.int64) for selection in selections]
+    top = 1  # every code is below this
+    for field in fields:
+        ranks = values.ranks(field)
+        radix = max(1, len(ranks))
+        if top * radix >= _CODE_LIMIT:
+            distinct, inverse = np.unique(np.concatenate(codes), return_inverse=True)
+            codes = np.split(inverse.reshape(-1).astype(np.int64), np.cumsum([len(code) for code in codes])[:-1])
+            top = len(distinct)
+        for selection, code in zip(selections, codes, strict=True):
+            code *= radix
+            code += ranks[selection.field(field)]
+        top *= radix
+    for selection, code in zip(selections, codes, strict=True):
+        selection.codes = code
+        selection.keep_fields(("case_id", "endpoint"))  # what kinds, families and task blocks are found by
 
-    def __call__(self, value: Any) -> Any:
-        """``value``, or the equal text already kept."""
-        return self._texts.setdefault(value, value) if type(value) is str else value
+
+def _repeats(selection: _Selection) -> bool:
+    """True when two rows of the selection have the same pair key."""
+    import numpy as np
+
+    assert selection.codes is not None
+    ordered = np.sort(selection.codes)
+    return bool(np.any(ordered[1:] == ordered[:-1]))
 
 
-def _indexes(
-    rows: Iterable[Row], selectors: Sequence[tuple[str, Selector]], pair_on: Sequence[str], chosen: Sequence[Outcome]
-) -> list[_Selection]:
-    """One walk of the rows: for each (role, selector), its rows by pair key."""
-    indexes = [_Selection(chosen) for _ in selectors]
-    shared = _Shared()
+def _first_repeat(rows: Iterable[Row], selectors: Sequence[tuple[str, Selector]], pair_on: Sequence[str]) -> NoReturn:
+    """Raise naming the first row, in the bundle's order, whose pair key an earlier row of its selection has."""
+    seen: list[set[tuple[Any, ...]]] = [set() for _ in selectors]
     for row in rows:
-        for (role, selector), index in zip(selectors, indexes, strict=True):
+        for (role, selector), keys in zip(selectors, seen, strict=True):
             if selector.matches(row):
-                key = tuple(shared(row["key"].get(name)) for name in pair_on)
-                if key in index:
+                key = tuple(row["key"].get(name) for name in pair_on)
+                if key in keys:
                     raise AssayError(
                         f"{role} {selector}: two rows share the key {dict(zip(pair_on, key, strict=True))} "
                         "(run 'assay validate')"
                     )
-                index.add(key, row, shared)
-    return indexes
+                keys.add(key)
+    raise AssayError("two rows of a selection share a pair key (run 'assay validate')")  # the rows changed under us
+
+
+def _selections(
+    rows: Iterable[Row], selectors: Sequence[tuple[str, Selector]], pair_on: Sequence[str], chosen: Sequence[Outcome]
+) -> tuple[list[_Selection], _KeyValues]:
+    """One walk of the rows: for each (role, selector), the rows it matched, each with its pair key's code."""
+    values = _KeyValues(pair_on)
+    selections = [_Selection(chosen, pair_on) for _ in selectors]
+    for row in rows:
+        for (_, selector), selection in zip(selectors, selections, strict=True):
+            if selector.matches(row):
+                selection.add(row, values)
+    _encode_keys(selections, values, pair_on)
+    if any(_repeats(selection) for selection in selections):
+        _first_repeat(rows, selectors, pair_on)  # a second walk, only to name the repeat as the bundle orders it
+    return selections, values
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Rows of A and of one B paired by key: positions in each selection, in the order of their sorted keys."""
+
+    a: _Selection
+    b: _Selection
+    at_a: np.ndarray
+    at_b: np.ndarray
+
+    def where(self, keep: np.ndarray) -> _Pairs:
+        """The pairs for which ``keep`` (one bool a pair) is true, in the same order."""
+        return _Pairs(self.a, self.b, self.at_a[keep], self.at_b[keep])
+
+    def __len__(self) -> int:
+        return len(self.at_a)
+
+    def values(self, outcome: int) -> tuple[_Pairs, list[Any], list[Any]]:
+        """The pairs where both rows carry the chosen outcome at ``outcome`` (not None), and its values in each.
+
+        Values come back as the outcome gave them; a value whose outcome raised is raised again here, the first in
+        key order (A's before B's), as reading the pairs one by one would."""
+        import numpy as np
+
+        if self.a.odd(outcome) or self.b.odd(outcome):
+            both = [
+                (self.a.value(outcome, x), self.b.value(outcome, y))
+                for x, y in zip(self.at_a.tolist(), self.at_b.tolist(), strict=True)
+            ]
+            keep = [x is not None and y is not None for x, y in both]
+            carried = [pair for pair, wanted in zip(both, keep, strict=True) if wanted]
+            return self.where(np.array(keep, dtype=bool)), [x for x, _ in carried], [y for _, y in carried]
+        kinds_a, kinds_b = self.a.kinds(outcome, self.at_a), self.b.kinds(outcome, self.at_b)
+        kept = self.where((kinds_a != _NONE) & (kinds_b != _NONE))
+        return kept, _decoded(kept.a, outcome, kept.at_a), _decoded(kept.b, outcome, kept.at_b)
+
+
+def _decoded(selection: _Selection, outcome: int, positions: np.ndarray) -> list[Any]:
+    """The values (none of them None, raised or aside) of the chosen outcome at ``outcome`` at ``positions``."""
+    import numpy as np
+
+    kinds = selection.kinds(outcome, positions)
+    if np.all((kinds == _TRUE) | (kinds == _FALSE)):
+        truths: list[Any] = (kinds == _TRUE).tolist()  # the usual binary outcome: no number kept at all
+        return truths
+    return [selection.value(outcome, position) for position in positions.tolist()]
 
 
 def _choose(names: Sequence[str] | None, available: Sequence[Outcome]) -> tuple[Outcome, ...]:
@@ -371,60 +528,59 @@ def compare_rows(
         if b in seen:
             raise UsageError(f"--b {b} is given twice")
         seen.add(b)
+    import numpy as np
+
     roles = [("--a", a), *(("--b", b) for b in bs)]
-    a_index, *b_indexes = _indexes(rows, roles, pair_on, chosen)  # one walk of the rows for A and every B
-    for (role, selector), index in zip(roles, [a_index, *b_indexes], strict=True):
-        if not index:
+    (a_rows, *b_selections), key_values = _selections(rows, roles, pair_on, chosen)  # one walk for A and every B
+    for (role, selector), selection in zip(roles, [a_rows, *b_selections], strict=True):
+        if not len(selection):
             raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
-    pairings, pending, no_pairs, scores = [], [], [], []
-    for b, b_index in zip(bs, b_indexes, strict=True):
-        all_keys = sorted(a_index.keys() & b_index.keys())
-        keys = all_keys
-        if not keys:
-            raise UsageError(f"--a {a} and --b {b} share no work item (pairs agree on {', '.join(pair_on)})")
-        pairings.append(
-            Pairing(str(b), len(a_index), len(b_index), len(keys), len(a_index) - len(keys), len(b_index) - len(keys))
+    families = _endpoint_families(key_values.values("endpoint"), endpoint_families or {})
+    # An outcome over some kinds of case pairs only those: whether it applies, by case number.
+    applies = {
+        position: np.fromiter(
+            (in_kinds(kinds.get(str(case_id), "unknown"), outcome.kinds) for case_id in key_values.values("case_id")),
+            dtype=bool,
         )
+        for position, outcome in enumerate(chosen)
+        if outcome.kinds
+    }
+    key_values.release("case_id")
+    pairings, pending, no_pairs, scores = [], [], [], []
+    for b, b_rows in zip(bs, b_selections, strict=True):
+        all_pairs = _paired(a_rows, b_rows)
+        if not len(all_pairs):
+            raise UsageError(f"--a {a} and --b {b} share no work item (pairs agree on {', '.join(pair_on)})")
+        unpaired_a, unpaired_b = len(a_rows) - len(all_pairs), len(b_rows) - len(all_pairs)
+        pairings.append(Pairing(str(b), len(a_rows), len(b_rows), len(all_pairs), unpaired_a, unpaired_b))
         for position, outcome in enumerate(chosen):
-            keys = (
-                [k for k in all_keys if in_kinds(kinds.get(str(a_index[k].case_id), "unknown"), outcome.kinds)]
-                if outcome.kinds
-                else all_keys
-            )
+            paired = all_pairs
+            if position in applies:
+                paired = all_pairs.where(applies[position][a_rows.field("case_id")[all_pairs.at_a]])
             if outcome.scale == "score":
-                found = _scores(outcome, position, a_index, b_index, keys, str(b), resamples, seed)
+                found = _scores(outcome, position, paired, key_values, str(b), resamples, seed)
                 scores.extend(found)
                 if not found and outcomes:
                     no_pairs.append((str(b), outcome.name))
                 continue
-            groups = _by_model_family(keys, a_index, b_index, endpoint_families or {})
-            for family, group_keys in groups:
-                both = [(a_index[k].of(position), b_index[k].of(position)) for k in group_keys]
-                pairs = [(x, y) for x, y in both if x is not None and y is not None]
-                if not pairs:
+            groups = _by_model_family(paired, families)
+            for family, group in groups:
+                kept, xs, ys = group.values(position)
+                if not xs:
                     if outcomes and len(groups) == 1:
                         no_pairs.append((str(b), outcome.name))
                     continue
-                kept = [k for k, (x, y) in zip(group_keys, both, strict=True) if x is not None and y is not None]
-                xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
                 test = mcnemar_from_pairs(xs, ys)
-                boot = paired_bootstrap_diff(
-                    [float(x) for x in xs],
-                    [float(y) for y in ys],
-                    n_resamples=resamples,
-                    confidence=confidence,
-                    seed=seed,
-                )
+                as_a, as_b = np.array(xs, dtype=float), np.array(ys, dtype=float)
+                boot = paired_bootstrap_diff(as_a, as_b, n_resamples=resamples, confidence=confidence, seed=seed)
                 # Task-blocked: one mean difference per task (case), so seeds of one task never count as independent.
-                blocks = task_blocked_differences(
-                    [a_index[k].case_id for k in kept], [float(x) for x in xs], [float(y) for y in ys]
-                )
+                blocks = ranked_task_differences(_case_ranks(kept, key_values), as_a, as_b)
                 permutation = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
                 pending.append(
                     (
                         str(b),
                         outcome.name,
-                        len(pairs),
+                        len(xs),
                         sum(xs) / len(xs),
                         sum(ys) / len(ys),
                         boot,
@@ -459,7 +615,7 @@ def compare_rows(
     )
     return ComparisonResult(
         str(a),
-        len(a_index),
+        len(a_rows),
         pair_on,
         seed,
         resamples,
@@ -471,47 +627,67 @@ def compare_rows(
     )
 
 
-def _by_model_family(
-    keys: Sequence[tuple[Any, ...]],
-    a_index: Mapping[tuple[Any, ...], _Item],
-    b_index: Mapping[tuple[Any, ...], _Item],
-    families: Mapping[str, str],
-) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """The pair keys by model family (an endpoint without one is its own family): one group of every key, labelled
-    "", when the endpoints name no family or all pairs share one; a pair whose A and B endpoints are of different
-    families is labelled "A-family vs B-family"."""
+def _paired(a_rows: _Selection, b_rows: _Selection) -> _Pairs:
+    """The rows of A and B with the same pair key, in the order of their sorted keys (codes are unique within each)."""
+    import numpy as np
+
+    assert a_rows.codes is not None and b_rows.codes is not None
+    _, at_a, at_b = np.intersect1d(a_rows.codes, b_rows.codes, assume_unique=True, return_indices=True)
+    return _Pairs(a_rows, b_rows, at_a, at_b)
+
+
+def _case_ranks(pairs: _Pairs, key_values: _KeyValues) -> np.ndarray:
+    """Each pair's case as its rank among the cases in sorted order: what task blocking groups and orders by."""
+    ranks: np.ndarray = key_values.ranks("case_id")[pairs.a.field("case_id")[pairs.at_a]]
+    return ranks
+
+
+def _endpoint_families(endpoints: Iterable[Any], families: Mapping[str, str]) -> list[str] | None:
+    """Each endpoint's model family, by its number in the key table (an endpoint without one is its own); None when
+    the endpoints name no family."""
     if not families:
-        return [("", list(keys))]
+        return None
+    return [families.get(str(endpoint), str(endpoint)) for endpoint in endpoints]
 
-    def family_of(item: _Item) -> str:
-        endpoint = str(item.endpoint)
-        return families.get(endpoint, endpoint)
 
-    groups: dict[str, list[tuple[Any, ...]]] = {}
-    for key in keys:
-        a, b = family_of(a_index[key]), family_of(b_index[key])
-        groups.setdefault(a if a == b else f"{a} vs {b}", []).append(key)
-    if len(groups) == 1:
-        return [("", list(keys))]
-    return sorted(groups.items())
+def _by_model_family(pairs: _Pairs, families: Sequence[str] | None) -> list[tuple[str, _Pairs]]:
+    """The pairs by model family: one group of them all, labelled "", when the endpoints name no family or all pairs
+    share one; a pair whose A and B endpoints are of different families is labelled "A-family vs B-family"."""
+    import numpy as np
+
+    if families is None:
+        return [("", pairs)]
+    of_a = pairs.a.field("endpoint")[pairs.at_a]
+    of_b = pairs.b.field("endpoint")[pairs.at_b]
+    combined = of_a.astype(np.int64) * len(families) + of_b
+    labels: dict[str, np.ndarray] = {}
+    for code in np.unique(combined).tolist():
+        family_a, family_b = families[code // len(families)], families[code % len(families)]
+        label = family_a if family_a == family_b else f"{family_a} vs {family_b}"
+        found = combined == code
+        labels[label] = labels[label] | found if label in labels else found
+    if len(labels) == 1:
+        return [("", pairs)]
+    return [(label, pairs.where(keep)) for label, keep in sorted(labels.items())]
 
 
 def _scores(
     outcome: Outcome,
     position: int,
-    a_index: Mapping[tuple[Any, ...], _Item],
-    b_index: Mapping[tuple[Any, ...], _Item],
-    keys: Sequence[tuple[Any, ...]],
+    pairs: _Pairs,
+    key_values: _KeyValues,
     b: str,
     resamples: int,
     seed: int,
 ) -> list[ScoreComparison]:
     """The comparison of a score outcome for one B, when both rows of some pairs carry it."""
-    kept = [k for k in keys if a_index[k].of(position) is not None and b_index[k].of(position) is not None]
-    if not kept:
+    import numpy as np
+
+    kept, values_a, values_b = pairs.values(position)
+    if not values_a:
         return []
-    xs, ys = [float(a_index[k].of(position)) for k in kept], [float(b_index[k].of(position)) for k in kept]
-    blocks = task_blocked_differences([a_index[k].case_id for k in kept], xs, ys)
+    xs, ys = [float(x) for x in values_a], [float(y) for y in values_b]
+    blocks = ranked_task_differences(_case_ranks(kept, key_values), np.array(xs), np.array(ys))
     test = sign_permutation_test(blocks, n_permutations=resamples, seed=seed)
     mean_a, mean_b = sum(xs) / len(xs), sum(ys) / len(ys)
     return [ScoreComparison(b, outcome.name, len(kept), len(blocks), mean_a, mean_b, mean_b - mean_a, test.p_value)]
