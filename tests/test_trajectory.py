@@ -490,3 +490,66 @@ def test_proof_and_verification_need_the_tests_run_by_the_agent(confinement, tmp
     assert len(replayed) == 1 and changed[0] in replayed[0].message and "success" in replayed[0].message, [
         issue.format() for issue in replayed
     ]
+
+
+def _synthetic_run(case: int, endpoint: str, seed: int, padding: int) -> dict:
+    """A labelled test double: a row with a trajectory stage, its transcript padded to ``padding`` characters."""
+    solved = (case * 7 + seed + len(endpoint)) % 3 == 0
+    return {
+        "key": {"case_id": f"task-{case:05d}", "endpoint": endpoint, "condition": "standard", "seed": seed,
+                "epoch": 0, "protocol": "default"},
+        "transcript": [{"role": "assistant", "content": "x" * padding}],
+        "stages": {"trajectory": {
+            "success": solved,
+            "grounding": {"score": (case + seed) % 6, "named_issue_term": case % 2 == 0,
+                          "gave_evidence_term": case % 3 != 0},
+            "primary_failure_label": None if solved else ("strict_refusal", "localization_failure")[case % 2],
+            "unsafe_actions": ["rm"] if case % 11 == 0 else [],
+            "invalid_tool_calls": case % 4,
+        }},
+        "usage": {"model_calls": 3 + case % 5, "prompt_tokens": 100 + case, "completion_tokens": 20,
+                  "wall_time_s": 0.5 + (case % 7) / 10},
+    }  # fmt: skip
+
+
+class _Regenerated:
+    """A labelled test double: rows made afresh on each walk, as a bundle's row file reads them from disk."""
+
+    def __init__(self, cases: int, padding: int) -> None:
+        self.cases, self.padding = cases, padding
+
+    def __len__(self) -> int:
+        return self.cases * 4
+
+    def __iter__(self):
+        for case in range(self.cases):
+            for endpoint in ("aligned", "open"):
+                for seed in (0, 1):
+                    yield _synthetic_run(case, endpoint, seed, self.padding)
+
+
+def test_trajectory_pairs_keep_what_they_compare_not_the_rows():
+    """The pair statistics hold a few numbers of each run, not its row: with 20 KB transcripts, holding the rows
+    would take 20 KB a run; the peak stays under 2 KB a run. The result is the one the rows held in a list give."""
+    import tracemalloc
+
+    from assay.designs.trajectory.pairs import trajectory_pairs
+    from assay.reports.compare import Selector
+
+    def pairs(rows):
+        return trajectory_pairs(
+            rows, Selector.parse("endpoint=aligned"), [Selector.parse("endpoint=open")],
+            cases={f"task-{case:05d}": ("sec.sanity" if case % 5 == 0 else "sec.localization") for case in range(600)},
+            model_families={}, categories={}, resamples=200,
+        )  # fmt: skip
+
+    rows = _Regenerated(600, 20_000)
+    expected = [pair.to_document() for pair in pairs(list(_Regenerated(600, 10)))]
+    tracemalloc.start()
+    try:
+        got = [pair.to_document() for pair in pairs(rows)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == expected and got[0]["security"]["pairs"] == 960 and got[0]["controls"]["pairs"] == 240
+    assert peak < 2_000 * len(rows), peak
