@@ -175,17 +175,19 @@ def compute_digest(manifest: dict[str, Any]) -> str:
 class _CaseView(Mapping[str, Any]):
     """One case document, read from its file the first time a member other than ``family`` is asked for."""
 
-    __slots__ = ("_data", "_entry", "_path")
+    __slots__ = ("_data", "_entry", "_root")
 
-    def __init__(self, path: Path, entry: Mapping[str, Any]) -> None:
-        self._path, self._entry = path, entry
+    def __init__(self, root: Path, entry: Mapping[str, Any]) -> None:
+        # The path is joined only when the document is read: most views are asked only their family, a million times.
+        self._root, self._entry = root, entry
         self._data: Mapping[str, Any] | None = None
 
     def _document(self) -> Mapping[str, Any]:
         if self._data is None:
-            data = load_document(self._path).data
+            path = self._root / str(self._entry.get("path", ""))
+            data = load_document(path).data
             if not isinstance(data, dict):
-                raise PackError(f"{self._path}: a case document must be a mapping")
+                raise PackError(f"{path}: a case document must be a mapping")
             self._data = data
         return self._data
 
@@ -225,7 +227,7 @@ class CaseDocuments(Mapping[str, Mapping[str, Any]]):
                 # Bounded: a summary of a pack of a million cases reads them case by case, and a view holds its
                 # parsed document once a member other than the family was asked of it.
                 self._views.clear()
-            view = self._views[case_id] = _CaseView(self._root / str(entry.get("path", "")), entry)
+            view = self._views[case_id] = _CaseView(self._root, entry)
         return view
 
     def __iter__(self) -> Iterator[str]:

@@ -537,14 +537,13 @@ def compare_rows(
             raise UsageError(f"{role} {selector} matches no rows ({_available(rows)})")
     families = _endpoint_families(key_values.values("endpoint"), endpoint_families or {})
     # An outcome over some kinds of case pairs only those: whether it applies, by case number.
-    applies = {
-        position: np.fromiter(
-            (in_kinds(kinds.get(str(case_id), "unknown"), outcome.kinds) for case_id in key_values.values("case_id")),
-            dtype=bool,
-        )
-        for position, outcome in enumerate(chosen)
-        if outcome.kinds
-    }
+    applies: dict[int, np.ndarray] = {}
+    if any(outcome.kinds for outcome in chosen):
+        distinct_kinds, kind_of_case = _case_kinds(key_values.values("case_id"), kinds)
+        for position, outcome in enumerate(chosen):
+            if outcome.kinds:
+                wanted = np.array([in_kinds(kind, outcome.kinds) for kind in distinct_kinds], dtype=bool)
+                applies[position] = wanted[kind_of_case]
     key_values.release("case_id")
     pairings, pending, no_pairs, scores = [], [], [], []
     for b, b_rows in zip(bs, b_selections, strict=True):
@@ -625,6 +624,18 @@ def compare_rows(
         tuple(no_pairs),
         scores=tuple(scores),
     )
+
+
+def _case_kinds(case_ids: Iterable[Any], kinds: Mapping[str, str]) -> tuple[list[str], np.ndarray]:
+    """The distinct kinds of the cases, and each case's kind by its number: one lookup a case, however many outcomes
+    ask (a case not in ``kinds`` is of kind "unknown")."""
+    import numpy as np
+
+    numbered: dict[str, int] = {}
+    of_case = np.fromiter(
+        (numbered.setdefault(kinds.get(str(case_id), "unknown"), len(numbered)) for case_id in case_ids), dtype=np.int64
+    )
+    return list(numbered), of_case
 
 
 def _paired(a_rows: _Selection, b_rows: _Selection) -> _Pairs:
