@@ -257,7 +257,7 @@ class _Column:
     """Numbers from 0 up, one a row, in the narrowest array that holds them: a byte a row while a key field has up to
     256 distinct values (a condition, a seed), widened as they grow (a case id)."""
 
-    _WIDER: ClassVar[dict[str, str]] = {"B": "H", "H": "I"}
+    _WIDER: ClassVar[dict[str, str]] = {"B": "H", "H": "I", "I": "Q"}
 
     def __init__(self) -> None:
         self._numbers = array("B")
