@@ -335,6 +335,29 @@ def test_by_default_the_first_endpoint_executes_every_writers_policy(strace, tmp
         assert "Each policy was executed by the endpoint that wrote it" in markdown
 
 
+def test_a_first_endpoint_with_an_id_executes_every_policy(strace, tmp_path):
+    """The default execution agent is the run's first endpoint, its text whole: an ``id=`` in it names the run's
+    endpoint and never reaches the backend (the scripted backend refused it as a rate, openai as an unknown option,
+    and the run stopped before its first item)."""
+    from assay.plugins import load_plugins
+
+    outcome = execute_run(
+        RunSettings(
+            pack="example",
+            endpoints=["scripted:comply,id=executor", "scripted:refuse,id=refuser"],
+            defenses=["D0"],
+            stages=["permission"],
+            out=tmp_path / "o",
+            progress=False,
+        ),
+        host=load_plugins(),
+    )
+    assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
+    assert json.loads((outcome.bundle / "run.json").read_text())["exec_agent"]["model"]["name"] == "scripted:comply"
+    refused = _rows(outcome.bundle)["refuser", "D0"]
+    assert refused["dynamic"]["denials"] and refused["error_category"] == "write_insufficient"
+
+
 def test_the_policy_agents_tools_see_the_jail_view_and_never_the_host(tmp_path):
     from assay.designs.permission.stage import _Explorer
 

@@ -32,8 +32,10 @@ CASES_KEPT = 512
 
 __all__ = ["CASES_KEPT", "CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
 
-#: Endpoint options the engine reads itself and never passes to a backend.
-ENGINE_ENDPOINT_OPTIONS = frozenset({"family"})
+#: Endpoint options the engine reads itself and never passes to a backend: ``id`` names a run's endpoint (a stage
+#: option naming an endpoint, such as the default "the run's first endpoint", carries its text whole, id included),
+#: ``family`` its model family.
+ENGINE_ENDPOINT_OPTIONS = frozenset({"family", "id"})
 
 
 # An absolute path in an error message: the engine's box and store directories are host paths a row must not carry.
