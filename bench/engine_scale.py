@@ -69,7 +69,15 @@ def _step(step: str, arguments: list[str]) -> None:
     if step == "pack":
         from engine_throughput import write_pack
 
-        write_pack(Path(arguments[1]), int(arguments[0]))
+        from assay.plugins import load_plugins
+        from assay.validate import require_valid_pack
+
+        pack = write_pack(Path(arguments[1]), int(arguments[0]))
+        # A run validates its pack first, once per pack digest (the verdict is remembered): done here, so the run's
+        # figures are the run's. The validation's own time and peak are this step's.
+        require_valid_pack(
+            pack.root, str(pack.claimed_digest), load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
+        )
     elif step == "run":
         from assay.engine.run import RunSettings, execute_run
         from assay.plugins import load_plugins

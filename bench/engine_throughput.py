@@ -27,6 +27,7 @@ from assay.engine.run import RunSettings, execute_run
 from assay.packs import Pack, lock_manifest
 from assay.plugins import load_plugins
 from assay.testing.openai_server import spawn_server, stop_server
+from assay.validate import require_valid_pack
 
 WALL_FACTOR = 1.25
 CPU_BUDGET_MS = 1.0
@@ -93,6 +94,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="assay-throughput-") as scratch:
         work = Path(scratch)
         pack = write_pack(work / "pack", args.cases)
+        # A run validates its pack once per digest and remembers the verdict: done here, before anything is timed,
+        # so that neither the start-up run nor the measured one pays for it (it would flatter the ratio).
+        require_valid_pack(pack.root, str(pack.claimed_digest), host)
         proc, base_url = spawn_server(latency_ms=args.latency_ms)
         try:
             endpoint = (

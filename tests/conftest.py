@@ -275,7 +275,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> 
         text=True,
         cwd=cwd,
         env=env,
-        timeout=120,
+        timeout=600,  # only a guard against a hang: a whole run on a heavily loaded machine stays well within it
     )
 
 

@@ -21,6 +21,7 @@ import pytest
 from assay.designs.permission.environment import materialize
 from assay.designs.permission.jail import run_in_jail
 from assay.designs.permission.scoring import score_policy
+from assay.designs.permission.stage import run_verifier, write_agent_output
 from assay.packs import Pack
 from assay.permissions.model import PermissionSet
 from assay.permissions.patterns import matches
@@ -34,7 +35,7 @@ PACK_DIR = ROOT / "src" / "assay_pack_authbench" / "pack"
 CASES = Pack.from_directory(PACK_DIR).cases()
 SENSITIVE = sorted(case_id for case_id, case in CASES.items() if case["sensitive"])
 ENVIRONMENT_ROOTS = ("/srv/", "/opt/", "/home/", "/var/", "/workspace/")
-TIMEOUT_S = 60
+TIMEOUT_S = 300  # only a guard against a hang, generous enough for a heavily loaded machine
 
 
 def test_pack_validates(cli):
@@ -131,11 +132,12 @@ def _curated(case) -> PermissionSet:
 
 
 def _verdict(layout, case, role: str, agent_output: str) -> tuple[bool, str]:
-    """Whether the case's ``role`` verifier fires, run unrestricted in the environment after the commands."""
-    record = layout.host_root / ".assay"
-    record.mkdir(exist_ok=True)
-    (record / "agent_output.txt").write_text(agent_output, encoding="utf-8")
-    result = run_in_jail(layout, case["verifiers"][role]["params"]["script"], policy=None, timeout_s=TIMEOUT_S)
+    """Whether the case's ``role`` verifier fires, run as the permission stage runs it after the commands."""
+    inputs = layout.host_root.parent / "inputs"
+    inputs.mkdir(exist_ok=True)
+    inputs.chmod(0o755)
+    write_agent_output(inputs, [agent_output])
+    result = run_verifier(layout, inputs, case["verifiers"][role]["params"]["script"], TIMEOUT_S)
     return result.exit_code == 0, result.output
 
 

@@ -22,7 +22,9 @@ from assay.engine.run import RunSettings, execute_run
 class Meeting:
     """Test double around a blocking function: its first ``parties`` calls must overlap in time."""
 
-    def __init__(self, inner: Callable[..., Any], parties: int = 2, timeout_s: float = 20.0) -> None:
+    # The timeout only ends a meeting that can never happen (calls run one after another); on a loaded machine the
+    # second call may be long in coming, so it is generous.
+    def __init__(self, inner: Callable[..., Any], parties: int = 2, timeout_s: float = 300.0) -> None:
         self.inner, self.parties = inner, parties
         self.barrier = threading.Barrier(parties, timeout=timeout_s)
         self.lock = threading.Lock()

@@ -29,7 +29,7 @@ def _hookspec_names() -> list[str]:
 
 def test_generated_docs_are_fresh(children):
     result = subprocess.run(
-        [sys.executable, str(GENERATOR), "--check"], capture_output=True, text=True, cwd=REPO, timeout=120
+        [sys.executable, str(GENERATOR), "--check"], capture_output=True, text=True, cwd=REPO, timeout=300
     )
     assert result.returncode == 0, (
         f"stale generated docs (run `python docs/generate.py`):\n{result.stdout}{result.stderr}"

@@ -20,7 +20,6 @@ from assay.bundle import BUNDLE_MANIFEST, ROWS_FILE, RUN_FILE, seal_bundle
 from assay.components import CaseKind, Channel, Family, Stage
 from assay.engine.messages import ChatRequest
 from assay.engine.run import RunSettings, execute_run
-from assay.errors import UsageError
 from assay.packs import Pack, lock_manifest
 from assay.plugins import load_plugins
 from assay.validate import validate_path
@@ -308,14 +307,19 @@ def test_a_recorded_schema_the_installed_plugin_does_not_have_is_refused(dialogu
     )
 
 
-def test_a_stage_that_records_what_its_own_schema_refuses_stops_the_run_in_one_line(tmp_path):
+def test_a_stage_that_records_what_its_own_schema_refuses_leaves_an_error_row_and_the_run_goes_on(tmp_path):
     pack_root = write_pack(tmp_path / "pack", broken=True)
     settings = RunSettings(pack="dialogue", endpoints=["scripted:refuse"], out=tmp_path / "run", progress=False)
-    with pytest.raises(UsageError) as info:
-        execute_run(settings, host=dialogue_host(pack_root))
-    message = str(info.value)
-    assert "\n" not in message and f"stage {STAGE} gave case dialogue.conv.0000" in message
-    assert f"/stages/{STAGE}/gave_in" in message
+    outcome = execute_run(settings, host=dialogue_host(pack_root))
+    rows = [json.loads(line) for line in (outcome.bundle / ROWS_FILE).read_text().splitlines()]
+    broken = [row for row in rows if row["key"]["case_id"] == "dialogue.conv.0000"]
+    assert broken and all(STAGE not in row["stages"] for row in broken)
+    for row in broken:
+        (error,) = row["errors"]
+        assert error["type"] == "invalid_outcome" and error["stage"] == STAGE
+        assert "\n" not in error["message"] and f"/stages/{STAGE}/gave_in" in error["message"]
+    assert all(STAGE in row["stages"] for row in rows if row not in broken), "every other item has its outcome"
+    assert outcome.report.ok and outcome.error_rows == len(broken)
 
 
 def test_its_metric_table_and_outcome_reach_the_report_and_compare(dialogue_run, tmp_path):
@@ -339,8 +343,8 @@ def test_its_metric_table_and_outcome_reach_the_report_and_compare(dialogue_run,
     assert (comparison.rate_a, comparison.rate_b) == (1.0, 0.0)
 
 
-def test_a_stage_writing_under_a_name_nobody_registered_stops_the_run_in_one_line(tmp_path):
-    """A plugin stage is trusted with its own outcome only: one it files under another name is refused."""
+def test_a_stage_writing_under_a_name_nobody_registered_is_an_error_row_not_a_lost_run(tmp_path):
+    """A plugin stage is trusted with its own outcome only: one it files under another name is dropped, recorded."""
     pack_root = write_pack(tmp_path / "pack")
 
     async def squatter(context) -> None:
@@ -357,12 +361,16 @@ def test_a_stage_writing_under_a_name_nobody_registered_stops_the_run_in_one_lin
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     host.register(Squatting(pack_root), "dialogue")
     settings = RunSettings(pack="dialogue", endpoints=["scripted:refuse"], out=tmp_path / "run", progress=False)
-    with pytest.raises(UsageError) as info:
-        execute_run(settings, host=host)
-    assert "\n" not in str(info.value) and "'x-other.verdict'" in str(info.value)
+    outcome = execute_run(settings, host=host)
+    rows = [json.loads(line) for line in (outcome.bundle / ROWS_FILE).read_text().splitlines()]
+    assert rows and all("x-other.verdict" not in row["stages"] for row in rows)
+    assert all(STAGE in row["stages"] for row in rows), "the stage's own outcome is kept"
+    messages = [e["message"] for row in rows for e in row["errors"] if e["type"] == "invalid_outcome"]
+    assert len(messages) == len(rows) and all("'x-other.verdict'" in m and "\n" not in m for m in messages)
+    assert outcome.report.ok, [issue.format() for issue in outcome.report.ordered()]
 
 
-def test_a_stage_writing_the_outcome_of_a_stage_the_run_does_not_plan_stops_the_run(tmp_path):
+def test_a_stage_writing_the_outcome_of_a_stage_the_run_does_not_plan_is_recorded_and_dropped(tmp_path):
     pack_root = write_pack(tmp_path / "pack")
 
     async def meddler(context) -> None:
@@ -379,8 +387,13 @@ def test_a_stage_writing_the_outcome_of_a_stage_the_run_does_not_plan_stops_the_
     host = load_plugins(environ={"ASSAY_DISABLE_PLUGIN_AUTOLOAD": "1"})
     host.register(Meddling(pack_root), "dialogue")
     settings = RunSettings(pack="dialogue", endpoints=["scripted:refuse"], out=tmp_path / "run", progress=False)
-    with pytest.raises(UsageError, match="under 'semantic', a stage this run does not plan"):
-        execute_run(settings, host=host)
+    outcome = execute_run(settings, host=host)
+    rows = [json.loads(line) for line in (outcome.bundle / ROWS_FILE).read_text().splitlines()]
+    assert rows and all("semantic" not in row["stages"] for row in rows)
+    assert all(
+        any("under 'semantic', a stage this run does not plan" in e["message"] for e in r["errors"]) for r in rows
+    )
+    assert outcome.report.ok, [issue.format() for issue in outcome.report.ordered()]
 
 
 def test_a_row_check_that_fails_on_a_row_is_a_finding_not_a_crash(dialogue_run):

@@ -253,7 +253,7 @@ def _chromium_dom(page: Path) -> str:
         [binary, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,12 @@ def test_clean_run_records_usage_and_validates(tmp_path, host, http):
 
 
 def test_retries_recover_from_every_fault_kind(tmp_path, host):
-    # Each distinct request fails once per listed fault kind before it succeeds.
+    # Each distinct request fails once per listed fault kind before it succeeds. No fault holds a request, so the
+    # client's timeout only guards against a hang.
     faults = "429:first=1:ra=0,500:first=2,malformed:first=3,drop:first=4,partial:first=5"
     with LoopbackServer(faults=faults) as server:
-        outcome = execute_run(_settings(tmp_path / "out", server.openai_base_url, retries="6", timeout="5"), host=host)
+        settings = _settings(tmp_path / "out", server.openai_base_url, retries="6", timeout="300")
+        outcome = execute_run(settings, host=host)
         stats = server.stats()
     assert outcome.report.ok and outcome.error_rows == 0, [r["errors"] for r in _rows(outcome.bundle) if r["errors"]]
     assert outcome.rows == ATTACK_AND_BENIGN * 2
@@ -72,13 +75,16 @@ def test_retries_recover_from_every_fault_kind(tmp_path, host):
 
 
 def test_exhausted_retries_become_error_rows_and_nothing_is_lost(tmp_path, host):
-    # 90% of requests fail (timeouts, 503s, 429s); with one retry most items exhaust their budget.
-    with LoopbackServer(faults="timeout:0.3,503:0.3,429:0.3:ra=0") as server:
+    # 90% of requests fail (503s and 429s, and the 4th request times out); with one retry most items exhaust their
+    # budget. The client's timeout must also let every reply that does come arrive in time, on however loaded a
+    # machine: one held request costs it once, so it is long.
+    with LoopbackServer(faults="timeout@4,503:0.45,429:0.45:ra=0") as server:
         outcome = execute_run(
-            _settings(tmp_path / "out", server.openai_base_url, ["semantic", "audit"], retries="1", timeout="0.5"),
+            _settings(tmp_path / "out", server.openai_base_url, ["semantic", "audit"], retries="1", timeout="5"),
             host=host,
         )
         stats = server.stats()
+    assert stats["faults"]["timeout"] == 1, stats["faults"]
     rows = _rows(outcome.bundle)
     assert outcome.report.ok, [i.format() for i in outcome.report.ordered()]
     assert len(rows) == ATTACK_AND_BENIGN * 2 == len({json.dumps(r["key"], sort_keys=True) for r in rows})
@@ -110,34 +116,44 @@ def test_retry_after_is_honoured(tmp_path, host):
 
 
 def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(children, tmp_path):
-    proc, base_url = spawn_server(latency_ms=40)
+    # The whole run makes 105 requests (the preflight, then two or three per item). The server answers 50 of them,
+    # enough for at least 15 items at two at a time, then holds the rest until it is released: the victim is still
+    # at work when it is killed, however fast the machine is.
+    proc, base_url = spawn_server(hold_after=50)
+    command = [
+        sys.executable, "-m", "assay.cli", "run", "--pack", "example", "--seeds", "0,1,2,3,4,5,6,7",
+        "--endpoint", f"openai:model=echo,base_url={base_url}/v1,id=echo", "--concurrency", "2", "--quiet",
+        "--stages", "semantic,audit,exec",
+    ]  # fmt: skip
+    victim = subprocess.Popen(
+        [*command, "--out", str(tmp_path / "victim")], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
-        command = [
-            sys.executable, "-m", "assay.cli", "run", "--pack", "example", "--seeds", "0,1,2,3,4,5,6,7",
-            "--endpoint", f"openai:model=echo,base_url={base_url}/v1,id=echo", "--concurrency", "2", "--quiet",
-            "--stages", "semantic,audit,exec",
-        ]  # fmt: skip
-        reference = subprocess.run(
-            [*command, "--out", str(tmp_path / "reference")], capture_output=True, text=True, timeout=300
-        )
-        assert reference.returncode == 0, reference.stderr
-        victim = subprocess.Popen(
-            [*command, "--out", str(tmp_path / "victim")], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
         log = tmp_path / "victim" / "state" / "rows.jsonl"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < 10):
+        deadline = time.monotonic() + 300  # a guard against a hang, not a measure of speed
+        while not log.exists() or log.read_bytes().count(b"\n") < 10:
+            assert victim.poll() is None, victim.communicate()
+            assert time.monotonic() < deadline, "the victim did not log 10 rows in 300 s"
             time.sleep(0.02)
         os.kill(victim.pid, signal.SIGKILL)
-        victim.wait()
+        victim.communicate()
         done = log.read_bytes().count(b"\n")
         assert 10 <= done < 48, done
+        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/release", method="POST"), timeout=300):
+            pass
         resumed = subprocess.run(
             [*command, "--out", str(tmp_path / "victim"), "--resume"], capture_output=True, text=True, timeout=300
         )
         assert resumed.returncode == 0, resumed.stderr
         assert f"{done} resumed" in resumed.stdout
+        reference = subprocess.run(
+            [*command, "--out", str(tmp_path / "reference")], capture_output=True, text=True, timeout=300
+        )
+        assert reference.returncode == 0, reference.stderr
     finally:
+        if victim.poll() is None:  # a failed check above: the victim is still held
+            victim.kill()
+            victim.communicate()
         stop_server(proc)
 
     # Wall time is measured, so it differs between any two real runs; every other byte is the same.

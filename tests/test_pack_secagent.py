@@ -80,7 +80,7 @@ def _check(registry, case, tmp_path):
     observation = {"workspace": str(ws), "run_confined": lambda argv, t: run_confined(ws, argv, timeout_s=t)}
     before = oracle.evaluate(observation, case["checker"]["params"])
     baseline = (
-        run_confined(ws, ["python", "-m", "unittest", "-q"], timeout_s=60)[0]
+        run_confined(ws, ["python", "-m", "unittest", "-q"], timeout_s=300)[0]
         if case["family"] in ("sec.proof_of_trigger", "sec.patch_verification")
         else None
     )

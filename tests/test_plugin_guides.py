@@ -207,8 +207,8 @@ def test_the_sandbox_page_builds_a_sandbox_a_pack_runs_in(children, scratch_venv
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert _shown(page, "assay validate kv-run/bundle").split("(")[0] in validated.stderr
 
-    # The same sandbox returning a diff entry the spec does not allow: the run stops in one line, naming where,
-    # instead of sealing a bundle its own validator would reject.
+    # The same sandbox returning a diff entry the spec does not allow: the item becomes an error row naming where,
+    # the run still seals a bundle that validates, and it exits 1 because every row is an error row.
     module = tmp_path / "site" / "assay_sandbox_kv" / "__init__.py"
     module.write_text(
         module.read_text().replace(
@@ -217,10 +217,15 @@ def test_the_sandbox_page_builds_a_sandbox_a_pack_runs_in(children, scratch_venv
         )
     )
     broken = _assay(*run_command.replace("kv-run", "kv-broken").split()[1:], env=env, cwd=tmp_path)
-    assert broken.returncode == 2, broken.stdout + broken.stderr
-    message = broken.stderr.strip().splitlines()[-1]
-    assert "an outcome the spec refuses (/stages/exec/state_diff/0:" in message and "'value' was unexpected" in message
+    assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "Traceback" not in broken.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "kv-broken" / "bundle" / "rows.jsonl").read_text().splitlines()]
+    assert "exec" not in row["stages"]
+    (error,) = row["errors"]
+    assert error["type"] == "invalid_outcome" and error["stage"] == "exec", error
+    assert "/stages/exec/state_diff/0" in error["message"] and "'value' was unexpected" in error["message"]
+    assert "invalid_outcome" not in broken.stderr or "first error" in broken.stderr
+    assert _assay("validate", "kv-broken/bundle", env=env, cwd=tmp_path).returncode == 0
 
 
 STAGE_GUIDE = REPO / "docs" / "plugins" / "writing-a-stage.md"

@@ -29,7 +29,7 @@ def test_a_run_joins_an_existing_cluster_as_the_guide_says(ray_cluster, children
         [str(bin_dir / "ray"), *start[1:], "--disable-usage-stats", "--include-dashboard=false"],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
     )
     assert started.returncode == 0, started.stderr[-2000:]
     try:
@@ -38,7 +38,7 @@ def test_a_run_joins_an_existing_cluster_as_the_guide_says(ray_cluster, children
         )
         assert done.returncode == 0, done.stderr[-2000:]
     finally:
-        subprocess.run([str(bin_dir / "ray"), "stop", "--force"], capture_output=True, timeout=180)
+        subprocess.run([str(bin_dir / "ray"), "stop", "--force"], capture_output=True, timeout=300)
     out = run[run.index("--out") + 1]
     local = execute_run(
         RunSettings(pack="example", endpoints=["scripted:mixed"], out=tmp_path / "local", progress=False), host=host

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -178,27 +179,39 @@ def test_an_impossible_number_in_a_run_file_is_an_error_too(cli, tmp_path):
     assert result.returncode == 2 and "concurrency 0" in _one_error_line(result)
 
 
+def _wait_for_rows(log: Path, rows: int, run: subprocess.Popen[str]) -> None:
+    """Wait until ``run`` has logged ``rows`` rows; fail if it ends first or hangs (a guard, not a measure of speed)."""
+    deadline = time.monotonic() + 300
+    while not log.exists() or log.read_bytes().count(b"\n") < rows:
+        assert run.poll() is None, f"the run ended before it logged {rows} rows: {run.communicate()}"
+        assert time.monotonic() < deadline, f"the run did not log {rows} rows in 300 s"
+        time.sleep(0.02)
+
+
 def test_ctrl_c_exits_130_with_the_exact_command_that_resumes_it(children, tmp_path):
-    proc, base_url = spawn_server(latency_ms=60)
+    # The server answers the preflight and 19 items, then holds every request until it is released: the run is
+    # still at work when Ctrl-C comes, however fast the machine is, and the resumed run is answered.
+    proc, base_url = spawn_server(hold_after=20)
     out = tmp_path / "o"
     command = [
         "run", "--pack", "example", "--seeds", "0,1,2,3,4,5,6,7", "--stages", "semantic", "--quiet",
         "--endpoint", _endpoint(f"{base_url}/v1"), "--concurrency", "2", "--out", str(out),
     ]  # fmt: skip
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
-        victim = subprocess.Popen(
-            [sys.executable, "-m", "assay.cli", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
         log = out / "state" / "rows.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < 5):
-            time.sleep(0.02)
+        _wait_for_rows(log, 5, victim)
         victim.send_signal(signal.SIGINT)
-        _, stderr = victim.communicate(timeout=60)
+        _, stderr = victim.communicate(timeout=300)
         assert victim.returncode == 130, stderr
         hint = stderr.strip().splitlines()[-1]
         assert "resume with: assay run " in hint and hint.endswith(" --resume"), stderr
         done = log.read_bytes().count(b"\n")
+        assert 5 <= done < 48, done
+        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/release", method="POST"), timeout=300):
+            pass
         resumed = subprocess.run(
             [sys.executable, "-m", *hint.split("resume with: ", 1)[1].replace("assay ", "assay.cli ", 1).split()],
             capture_output=True,
@@ -206,6 +219,9 @@ def test_ctrl_c_exits_130_with_the_exact_command_that_resumes_it(children, tmp_p
             timeout=300,
         )
     finally:
+        if victim.poll() is None:  # a failed check above: the run is still held
+            victim.kill()
+            victim.communicate()
         stop_server(proc)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done} resumed" in resumed.stdout

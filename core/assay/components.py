@@ -120,14 +120,20 @@ class Stage:
     ``context.row["stages"][name]`` to an outcome that satisfies
     ``outcome_schema`` (a JSON Schema; the spec's own definition for the
     built-in stages). A :class:`~assay.errors.BackendError` it lets out ends
-    the item's stages with an error row; any other exception is recorded as
-    the stage's failure.
+    the item's stages with an error row (an outcome the stage set before it
+    raised stays: the built-in stages score what the agent already did when a
+    later model call fails); any other exception is recorded as the stage's
+    failure, and an outcome its schema refuses is dropped and recorded.
 
     ``kinds`` are the case kinds the stage runs on; a family may list the
     stage only if its kind is one of them. ``needs`` are stages whose
     outcome it reads: planning the stage without them is refused, and they
     run first. ``check_row`` (optional) is what the validator checks of a
     row beyond the schema for this stage (see :class:`RowProblem`);
+    ``check_case(case, pack_root)`` (optional) is what the validator checks
+    of a case the stage runs beyond the schema, as :class:`RowProblem` s with
+    the case's JSON pointers (what the stage could not lay down safely:
+    ``assay validate`` and ``assay run`` then refuse the pack);
     ``rederiver`` (optional) makes what re-derives its recorded verdicts from
     the rest of a row, so that the validator refuses a relabelled one (see
     :mod:`assay.rederive`); ``replayer`` (optional) makes what replays a
@@ -168,6 +174,7 @@ class Stage:
     preflight: Callable[[RunCheck], None] | None = field(default=None, repr=False)
     scripted: Callable[[Any, Any], Any] | None = field(default=None, repr=False)
     check_pack: Callable[[PackCheck], PackCheckResult] | None = field(default=None, repr=False)
+    check_case: Callable[[Mapping[str, Any], Path], Iterable[RowProblem]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.uses) - {"judge", "sandbox"})

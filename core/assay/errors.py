@@ -12,6 +12,7 @@ otherwise); library code raises them and never prints::
     │   ├── DocumentError           a file is not a readable JSON or YAML document (also a ValueError)
     │   └── EnvironmentSpecError    a task environment cannot be laid down as specified (also a ValueError)
     ├── PackError                   a pack could not be found or loaded
+    │   └── PackInvalid             a pack does not validate; ``findings`` are the validator's lines
     ├── ArchiveError                an untrusted archive is unsafe or unreadable
     ├── ConfinementError            this machine cannot confine a child as asked; nothing ran
     │   ├── JailError               the permission jail could not be built
@@ -44,6 +45,7 @@ __all__ = [
     "LandlockError",
     "LandlockUnavailable",
     "PackError",
+    "PackInvalid",
     "PluginError",
     "PreflightError",
     "RunHealthError",
@@ -105,6 +107,14 @@ class EnvironmentSpecError(SpecError, ValueError):
 
 class PackError(AssayError):
     """A case pack could not be located or read."""
+
+
+class PackInvalid(PackError):
+    """A pack does not validate, so nothing of it may run; ``findings`` are the validator's lines, one per problem."""
+
+    def __init__(self, message: str, findings: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.findings = findings
 
 
 class ArchiveError(AssayError):

@@ -349,11 +349,20 @@ class Pack:
                 return "its manifest digest does not match its contents"
         except (DocumentError, ValueError, RecursionError) as exc:  # rfc8785 refuses some values: a broken manifest
             return f"its manifest cannot be hashed ({exc})"
+        on_disk = 0  # the files the digest must cover: a file added beside the listed ones is not in it
         for folder in ("cases", "fixtures", "tasks"):
-            irregular = irregular_entries(self.root / folder)
+            irregular = []
+            for path, regular in _scan(self.root / folder, _SKIP_DIRS):
+                if not regular:
+                    irregular.append(path)
+                elif folder != "cases" or Path(path).suffix.lower() in CASE_SUFFIXES:
+                    on_disk += 1
             if irregular:
-                return f"{folder}/{irregular[0]} is a link or special file (packs hold none)"
+                return f"{folder}/{sorted(irregular)[0]} is a link or special file (packs hold none)"
         fixtures = parts.members.get("fixtures", [])
+        listed = len(parts.cases) + (len(fixtures) if isinstance(fixtures, list) else 0)
+        if on_disk != listed:
+            return f"it holds {on_disk} case and fixture files, and its manifest lists {listed}"
         for entry in itertools.chain(parts.cases.entries(), fixtures if isinstance(fixtures, list) else []):
             if not isinstance(entry, dict) or not is_regular_below(self.root, entry.get("path")):
                 return f"{entry.get('path') if isinstance(entry, dict) else entry} is missing"

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
-from attacks import call, example_sandbox
+from attacks import call, example_sandbox, finishes
 
 from assay.default_plugins.oracles import ARTIFACT_CONTAINS
 from assay.designs.trajectory.stage import _artifacts, _Workspace, protected_files
@@ -106,9 +105,7 @@ def test_files_delete_through_a_linked_directory_deletes_nothing_of_the_host(san
 
 def test_a_fifo_does_not_hang_files_read(sandbox):
     plant(sandbox, "mkfifo workspace/pipe")
-    started = time.monotonic()
-    assert call(sandbox, "files_read", path="/workspace/pipe").startswith("error:")
-    assert time.monotonic() - started < 5
+    assert finishes(call, sandbox, "files_read", path="/workspace/pipe").startswith("error:")
 
 
 def test_a_link_to_dev_zero_is_not_read_until_memory_runs_out(sandbox):
@@ -118,9 +115,7 @@ def test_a_link_to_dev_zero_is_not_read_until_memory_runs_out(sandbox):
 
 def test_snapshots_survive_fifos_links_and_big_files(sandbox):
     plant(sandbox, "mkfifo workspace/pipe; ln -s /dev/zero workspace/zero; head -c 3000000 /dev/zero > workspace/big")
-    started = time.monotonic()
-    state = sandbox.snapshot()["files"]
-    assert time.monotonic() - started < 10
+    state = finishes(sandbox.snapshot)["files"]
     assert state["/workspace/pipe"].startswith("special:") and state["/workspace/zero"].startswith("symlink:")
     assert state["/workspace/big"].startswith("sha256:")
 
@@ -152,13 +147,8 @@ def test_db_query_cannot_reach_files_or_change_the_engine(sandbox, tmp_path, sql
 
 
 def test_db_query_cannot_run_forever(sandbox):
-    started = time.monotonic()
-    result = call(
-        sandbox,
-        "db_query",
-        sql="WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
-    )
-    assert result.startswith("error:") and time.monotonic() - started < 30
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    assert finishes(call, sandbox, "db_query", sql=endless).startswith("error:")
 
 
 def test_db_query_still_reads_and_writes_the_tasks_tables(sandbox):
@@ -244,9 +234,9 @@ def test_published_artifacts_never_follow_links(workspace, host_secret):
 
 def test_the_artifact_checker_does_not_hang_on_a_fifo(workspace):
     run_agent_code(workspace, "mkdir artifacts; mkfifo artifacts/finding.md")
-    started = time.monotonic()
-    result = ARTIFACT_CONTAINS.evaluate({"workspace": str(workspace)}, {"path": "artifacts/finding.md", "all": ["x"]})
-    assert not result.fired and time.monotonic() - started < 5
+    params = {"path": "artifacts/finding.md", "all": ["x"]}
+    result = finishes(ARTIFACT_CONTAINS.evaluate, {"workspace": str(workspace)}, params)
+    assert not result.fired
 
 
 def test_a_rewritten_test_is_recorded_and_the_checker_runs_the_pristine_one(workspace, tmp_path):
@@ -295,17 +285,25 @@ def test_a_case_may_name_its_own_protected_files(tmp_path):
 # -- permission stage: writes into the environment after the agent, and the trace command ------------------------
 
 
-def test_the_agent_output_is_never_written_through_a_planted_link(strace, box_path, host_secret):
+def test_the_agent_output_is_never_written_through_a_planted_link(strace, box_path, host_secret, tmp_path):
     from assay.designs.permission.environment import materialize
     from assay.designs.permission.jail import run_in_jail
-    from assay.designs.permission.stage import write_agent_output
+    from assay.designs.permission.stage import run_verifier, write_agent_output
 
     layout = materialize({"files": [{"path": "/srv/app/x", "content": "x"}]}, None, box_path / "root")
     result = run_in_jail(layout, f"rm -rf /.assay; ln -s {host_secret.parent} /.assay", policy=None)
     assert result.exit_code == 0, result.output
-    write_agent_output(layout, ["the agent's output"])
-    assert (layout.host_root / ".assay" / "agent_output.txt").read_text() == "the agent's output"
+    # The output goes to the engine's own directory, never into the tree the agent's commands wrote.
+    inputs = box_path / "inputs"
+    inputs.mkdir()
+    inputs.chmod(0o755)
+    write_agent_output(inputs, ["the agent's output"])
+    assert (inputs / "agent_output.txt").read_text() == "the agent's output"
     assert not (host_secret.parent / "agent_output.txt").exists() and host_secret.read_text() == SECRET
+    # The verifier sees it at /.assay all the same: the link the agent left there is gone, not followed.
+    seen = run_verifier(layout, inputs, "cat /.assay/agent_output.txt; pwd", 30)
+    assert seen.exit_code == 0 and seen.output == "the agent's output/.assay\n", seen.output
+    assert layout.host_root.joinpath(".assay").is_dir() and not layout.host_root.joinpath(".assay").is_symlink()
 
 
 def test_the_trace_command_reads_no_interpreter_line_through_a_link(box_path, host_secret):

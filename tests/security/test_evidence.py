@@ -118,14 +118,13 @@ def test_a_trace_flood_is_cut_and_the_command_stopped(layout):
     code = """
         import os, time
         p = '/srv/' + 'A' * 4000
-        end = time.time() + 40
-        while time.time() < end:
+        while True:  # until the trace bound stops it (a machine's speed only changes when)
             try:
                 os.stat(p)
             except OSError:
                 pass
     """
-    result = run_in_jail(layout, python(code), policy=policy, timeout_s=60)
+    result = run_in_jail(layout, python(code), policy=policy, timeout_s=600)
     assert result.timed_out and "trace passed" in result.output
     assert TRACE_BYTES <= 64 << 20
 

@@ -258,7 +258,7 @@ def test_sparse_files_are_hashed_by_their_data_not_their_length(sandbox):
         "open('s/dense', 'wb').write(b'data')",
     )
     files = sandbox.snapshot()["files"]
-    assert all(files[f"/s/{i}"].startswith("sha256:sparse-") for i in range(200))
+    assert all(files[f"/s/{i}"].startswith("sparse:sha256:") for i in range(200))
     assert files["/s/dense"] == "sha256:" + __import__("hashlib").sha256(b"data").hexdigest()
 
 

@@ -217,10 +217,16 @@ class OpenAIEndpoint:
             arguments: Any = function.get("arguments", "")
             try:
                 parsed = orjson.loads(arguments) if isinstance(arguments, str) else arguments
-                arguments, valid = (parsed, True) if isinstance(parsed, dict) else (arguments, False)
+                # The model chose these numbers: no integer beyond 2**53 or NaN reaches a tool or a row as one.
+                arguments, valid = (
+                    (jsontext.json_safe(parsed), True) if isinstance(parsed, dict) else (arguments, False)
+                )
             except orjson.JSONDecodeError:
                 valid = False
-            calls.append({"id": call.get("id", ""), "name": function["name"], "arguments": arguments, "valid": valid})
+            if not isinstance(arguments, dict | str):
+                arguments = jsontext.dumps(jsontext.json_safe(arguments)).decode()
+            name = function["name"]
+            calls.append({"id": str(call.get("id") or ""), "name": str(name), "arguments": arguments, "valid": valid})
         usage = data.get("usage") or {}
         return ChatResponse(
             content=message.get("content"),

@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> Any:
         if _wants_traceback(args):
             raise
         label = "usage" if isinstance(exc, UsageError) else "error"
+        for finding in getattr(exc, "findings", ()):  # one line per problem the error stands for (PackInvalid)
+            click.echo(finding, err=True)
         click.echo(f"assay: {label}: {one_line(str(exc))}", err=True)
         return exc.exit_code
     except OSError as exc:

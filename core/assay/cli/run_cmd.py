@@ -259,8 +259,8 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         # The bundle is a faithful record and stays; the exit status says it measured too little to use.
         click.echo(f"assay: error: {outcome.failures[0]}", err=True)
         click.echo(
-            "assay: the run failed its error-rate check; fix the endpoint, then run the same command with "
-            "--resume --retry-errors",
+            "assay: the run failed its error-rate check; fix what its first error names (an endpoint, a plugin), "
+            "then run the same command with --resume --retry-errors",
             err=True,
         )
         ctx.exit(1)

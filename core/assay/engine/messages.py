@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -78,6 +79,36 @@ def plain_turns(messages: tuple[Mapping[str, Any], ...]) -> tuple[dict[str, Any]
     return tuple(turns)
 
 
+#: The most text one answer (its content, or one tool call's arguments) may hold; see :meth:`ChatResponse.bounded`.
+MAX_ANSWER_CHARS = 256 << 10
+#: The most tool calls one answer may hold (stages run fewer: the exec stage runs 16 of one message).
+MAX_ANSWER_CALLS = 64
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_ANSWER_CHARS:
+        return text
+    return text[:MAX_ANSWER_CHARS] + f"\n[... {len(text) - MAX_ANSWER_CHARS} characters of the answer cut by assay ...]"
+
+
+def _cut_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, dict):
+        items = {key: _cut_value(item) for key, item in value.items()}
+        return value if all(items[key] is value[key] for key in value) else items
+    if isinstance(value, list):
+        cut = [_cut_value(item) for item in value]
+        return value if all(new is old for new, old in zip(cut, value, strict=True)) else cut
+    return value
+
+
+def _cut_call(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    arguments = call.get("arguments")
+    cut = _cut_value(arguments)
+    return call if cut is arguments else {**call, "arguments": cut}
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat-completions request.
@@ -136,6 +167,24 @@ class ChatResponse:
     completion_tokens: int = 0
     latency_s: float = 0.0
     attempts: int = 1
+
+    def bounded(self) -> ChatResponse:
+        """This answer within what a row can record: at most :data:`MAX_ANSWER_CHARS` of text in its content and in
+        each tool call's arguments, and at most :data:`MAX_ANSWER_CALLS` tool calls; the rest is cut, with a note.
+
+        A model (or a hostile server behind the endpoint) may ignore ``max_tokens``: one answer of megabytes would
+        otherwise make a row larger than any validator reads. The cut is made when the answer arrives, so every
+        stage, judge and re-derivation sees the same text.
+        """
+        content = _cut(self.content) if isinstance(self.content, str) else self.content
+        calls = tuple(_cut_call(call) for call in self.tool_calls[:MAX_ANSWER_CALLS])
+        if (
+            content is self.content
+            and len(calls) == len(self.tool_calls)
+            and all(new is old for new, old in zip(calls, self.tool_calls, strict=False))
+        ):
+            return self
+        return dataclasses.replace(self, content=content, tool_calls=calls)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form stored in the response cache."""

@@ -363,6 +363,10 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     if problem is not None:
         # Invalid input, not a usage error: the pack's files do not match what it claims (exit 1).
         raise PackError(f"pack {pack.name} is not intact: {problem} (run 'assay validate {pack.root}')")
+    # A pack the validator refuses never runs: what it refuses is what a run could not lay down or score safely.
+    from ..validate import require_valid_pack
+
+    require_valid_pack(pack.root, str(pack.claimed_digest), host)
     endpoints = _endpoint_specs(settings.endpoints, host)
     index = pack.case_index()
     if not settings.defenses:

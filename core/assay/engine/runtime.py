@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Oracle, Sandbox, Stage
-from ..errors import PackError, UsageError
+from ..errors import ConfinementError, PackError, SpecError, UsageError
+from ..jsontext import json_safe
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
 from ..policies import withhold
-from ..schemas import CURRENT_SPEC_VERSION, STAGES, SUPPORTED_MAJORS, spec_schemas
+from ..schemas import CURRENT_SPEC_VERSION
 from .cache import ResponseCache
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
+from .rowcheck import settle_row
 from .specs import parse_spec
 from .stages import stage_order
 from .stages.context import StageContext
@@ -30,7 +32,15 @@ from .stages.context import StageContext
 #: Parsed cases a runtime keeps (the most recently used); see :meth:`Runtime.case`.
 CASES_KEPT = 512
 
-__all__ = ["CASES_KEPT", "CachedEndpoint", "ENGINE_ENDPOINT_OPTIONS", "Job", "Runtime"]
+__all__ = [
+    "CASES_KEPT",
+    "CachedEndpoint",
+    "ENGINE_ENDPOINT_OPTIONS",
+    "Job",
+    "Runtime",
+    "failure_message",
+    "failure_type",
+]
 
 #: Endpoint options the engine reads itself and never passes to a backend: ``id`` names a run's endpoint (a stage
 #: option naming an endpoint, such as the default "the run's first endpoint", carries its text whole, id included),
@@ -40,6 +50,21 @@ ENGINE_ENDPOINT_OPTIONS = frozenset({"family", "id"})
 
 # An absolute path in an error message: the engine's box and store directories are host paths a row must not carry.
 _HOST_PATH = re.compile(r"(?<![\w.~-])/[^\s'\"(),:;]+")
+
+
+def failure_type(exc: BaseException) -> str:
+    """The error type a row records for a stage that raised ``exc``.
+
+    ``pack_error``: the case could not be laid down as the pack wrote it (the
+    pack is at fault); ``confinement_error``: a box could not be built on
+    this machine; ``stage_failure``: anything else (a bug to fix; the message
+    says which). Each is an error row, run again by ``--retry-errors``.
+    """
+    if isinstance(exc, PackError | SpecError):
+        return "pack_error"
+    if isinstance(exc, ConfinementError):
+        return "confinement_error"
+    return "stage_failure"
 
 
 def failure_message(exc: BaseException) -> str:
@@ -85,12 +110,12 @@ class CachedEndpoint:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """A cached answer, or a fresh one that is then cached."""
         if self._cache is None:
-            return await self.inner.complete(request)
+            return (await self.inner.complete(request)).bounded()
         key = request.cache_key(self.id, getattr(self.inner, "model", None))
         cached = self._cache.get(key)
         if cached is not None:
-            return cached
-        response = await self.inner.complete(request)
+            return cached.bounded()
+        response = (await self.inner.complete(request)).bounded()
         self._cache.put(key, self.id, response)
         return response
 
@@ -252,17 +277,24 @@ class Runtime:
                     {"stage": stage, "type": exc.kind, "message": str(exc), "attempts": exc.attempts}
                 )
                 break
-            except (UsageError, PackError):
-                raise  # the run itself is wrong (a missing plugin, a pack that cannot be used): stop it, in one line
-            except Exception as exc:  # noqa: BLE001 - what an agent left can break a stage; it must not end the run
-                # The item is recorded as failed in this stage, with the reason, and every other item goes on.
-                message = failure_message(exc)
-                ctx.row["errors"].append({"stage": stage, "type": "stage_failure", "message": message})
+            except UsageError:
+                # The run's settings cannot work (a judge without the role a stage needs, a plugin switched off):
+                # the same for every item, said once, in one line, rather than as an error row per item.
+                raise
+            except Exception as exc:  # noqa: BLE001 - nothing an agent, a pack or a plugin leaves may end the run
+                # The item is recorded as failed in this stage, with the reason, and every other item goes on; a
+                # partial outcome the stage left is not a result.
+                ctx.row["stages"].pop(stage, None)
+                ctx.row["errors"].append({"stage": stage, "type": failure_type(exc), "message": failure_message(exc)})
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
-        row: dict[str, Any] = withhold(ctx.row, ctx.policy)
-        _check_row(row, self._stages, self.job.stages)
-        return row
+        row: dict[str, Any] = withhold(json_safe(ctx.row), ctx.policy)  # bounded depth first: withhold recurses
+        identity = {
+            "key": item.key(),
+            "case_digest": self._index[item.case_id]["sha256"],
+            "scripted": endpoint.scripted,
+        }
+        return settle_row(row, self._stages, self.job.stages, identity)
 
     async def aclose(self) -> None:
         """Close endpoints and the cache."""
@@ -279,40 +311,3 @@ class Runtime:
             await judge_endpoint.aclose()
         if self._cache is not None:
             self._cache.close()
-
-
-def _check_row(row: Mapping[str, Any], stages: Mapping[str, Stage], planned: Iterable[str]) -> None:
-    """Refuse to write a row the spec refuses: a plugin (a judge, a sandbox, a stage) that returns what the result
-    row schema, or a stage's own outcome schema, does not allow stops the run in one line, instead of leaving a
-    bundle its own validator rejects."""
-    from ..extensions import outcome_schema
-
-    schemas = spec_schemas(SUPPORTED_MAJORS[-1])
-    unplanned = sorted(set(row["stages"]) - set(planned))
-    if unplanned:
-        raise UsageError(
-            f"a plugin gave case {row['key']['case_id']} an outcome under {unplanned[0]!r}, a stage this run does not "
-            "plan; fix the plugin that wrote it (see 'assay plugins'), then run again"
-        )
-    if schemas.is_valid("result_row", row):
-        for name, outcome in row["stages"].items():
-            if name in STAGES:
-                continue
-            if name not in stages:
-                raise UsageError(
-                    f"a plugin gave case {row['key']['case_id']} an outcome under {name!r}, a stage no plugin "
-                    "registers; fix the plugin that wrote it (see 'assay plugins'), then run again"
-                )
-            violations = outcome_schema(stages[name].outcome_schema).violations(outcome)
-            if violations:
-                pointer = f"/stages/{name}{violations[0].pointer}"
-                raise UsageError(
-                    f"stage {name} gave case {row['key']['case_id']} an outcome its own schema refuses ({pointer}: "
-                    f"{violations[0].message}); fix the plugin that registers it (see 'assay plugins'), then run again"
-                )
-        return
-    violation = schemas.violations("result_row", row)[0]
-    raise UsageError(
-        f"a plugin gave case {row['key']['case_id']} an outcome the spec refuses ({violation.pointer}: "
-        f"{violation.message}); fix the plugin that produced it (see 'assay plugins'), then run again"
-    )

@@ -36,6 +36,7 @@ import re
 from collections.abc import Iterable
 
 __all__ = [
+    "Glob",
     "compile_pattern",
     "expand",
     "is_literal",
@@ -117,8 +118,8 @@ def is_literal(pattern: str) -> bool:
     return _translate(normalize(pattern))[1]
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """Compile ``pattern`` to a regex to ``fullmatch`` against *normalized* paths.
+def compile_pattern(pattern: str) -> Glob:
+    """Compile ``pattern`` to a :class:`Glob` to ``fullmatch`` against *normalized* paths.
 
     Use :func:`matches` unless you normalize paths yourself. Results are
     cached. Raises ``ValueError`` for an invalid pattern.
@@ -131,9 +132,153 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _compile(normalized: str) -> re.Pattern[str]:
+def _compile(normalized: str) -> Glob:
     """compile_pattern() for a normalized pattern, cached."""
-    return re.compile(_translate(normalized)[0])
+    _translate(normalized)  # the same errors as ever (a reversed range), whatever the matcher
+    return Glob(normalized)
+
+
+# A segment token: a literal character, any one character ("?"), a class (negated, members, ranges), or "*".
+_STAR, _ANY = "*", "?"
+_Token = tuple[str, object]
+
+
+class Glob:
+    """A compiled pattern: ``fullmatch(path)`` tells whether it matches a normalized path, in time linear in both.
+
+    Patterns come from the model under test and paths from the agent's own
+    commands: a backtracking regular expression of ``/tmp/*a*a*a...*b`` costs
+    exponential time against ``/tmp/aaa...``, and Python's ``re`` holds the
+    interpreter while it works, which would stop the whole engine. This
+    matcher is the classic wildcard algorithm (greedy, with one point to
+    return to for the last ``*``), used within a segment for ``*`` and across
+    segments for ``**``: at most (pattern length x path length) steps.
+    """
+
+    __slots__ = ("_only_globstars", "_segments", "pattern")
+
+    def __init__(self, normalized: str) -> None:
+        self.pattern = normalized
+        segments: list[list[_Token] | None] = []  # None: a '**' segment
+        for segment in normalized.split("/")[1:] if normalized != "/" else []:
+            segments.append(None if len(segment) >= 2 and set(segment) == {"*"} else _tokens(segment))
+        self._segments = segments
+        self._only_globstars = all(segment is None for segment in segments)
+
+    def fullmatch(self, path: str) -> bool | None:
+        """True when the whole normalized ``path`` matches, else None (as ``re.Pattern.fullmatch`` tests truth)."""
+        if path == "/":
+            if self._only_globstars:
+                return True
+            names = [""]  # as the regex form had it: a lone segment that can be empty ('/*') matches the root
+        else:
+            names = path.split("/")[1:]
+        pattern = self._segments
+        p = n = 0
+        star_p, star_n = -1, 0
+        while n < len(names):
+            if p < len(pattern) and pattern[p] is None:
+                star_p, star_n = p, n
+                p += 1
+            elif p < len(pattern) and _segment_matches(pattern[p], names[n]):  # type: ignore[arg-type]
+                p += 1
+                n += 1
+            elif star_p >= 0:
+                star_n += 1
+                p, n = star_p + 1, star_n
+            else:
+                return None
+        while p < len(pattern) and pattern[p] is None:
+            p += 1
+        return True if p == len(pattern) else None
+
+    def __repr__(self) -> str:
+        return f"Glob({self.pattern!r})"
+
+
+def _tokens(segment: str) -> list[_Token]:
+    """One pattern segment as tokens (see :class:`Glob`); a run of stars glued to text is one ``*``."""
+    tokens: list[_Token] = []
+    i, n = 0, len(segment)
+    while i < n:
+        char = segment[i]
+        if char == "*":
+            while i < n and segment[i] == "*":
+                i += 1
+            tokens.append((_STAR, None))
+            continue
+        if char == "?":
+            tokens.append((_ANY, None))
+        elif char == "[":
+            parsed = _class_members(segment, i)
+            if parsed is None:
+                tokens.append(("=", char))
+            else:
+                members, i = parsed
+                tokens.append(("[", members))
+                continue
+        else:
+            tokens.append(("=", char))
+        i += 1
+    return tokens
+
+
+def _class_members(segment: str, start: int) -> tuple[tuple[bool, list[tuple[str, str]]], int] | None:
+    """The bracket expression at ``segment[start]`` as (negated, [(low, high), ...]) and the index after it."""
+    i = start + 1
+    negate = i < len(segment) and segment[i] in "!^"
+    if negate:
+        i += 1
+    body_start = i
+    if i < len(segment) and segment[i] == "]":
+        i += 1
+    close = segment.find("]", i)
+    if close == -1:
+        return None
+    body = segment[body_start:close]
+    ranges: list[tuple[str, str]] = []
+    j = 0
+    while j < len(body):
+        if j + 2 < len(body) and body[j + 1] == "-":
+            ranges.append((body[j], body[j + 2]))
+            j += 3
+        else:
+            ranges.append((body[j], body[j]))
+            j += 1
+    return (negate, ranges), close + 1
+
+
+def _token_matches(token: _Token, char: str) -> bool:
+    kind, value = token
+    if kind == _ANY:
+        return True
+    if kind == "=":
+        return char == value
+    negate: bool
+    ranges: list[tuple[str, str]]
+    negate, ranges = value  # type: ignore[misc]
+    return any(low <= char <= high for low, high in ranges) is not negate
+
+
+def _segment_matches(tokens: list[_Token], name: str) -> bool:
+    """Whether one path segment matches one pattern segment's tokens: linear-time wildcard matching."""
+    t = c = 0
+    star_t, star_c = -1, 0
+    while c < len(name):
+        if t < len(tokens) and tokens[t][0] == _STAR:
+            star_t, star_c = t, c
+            t += 1
+        elif t < len(tokens) and _token_matches(tokens[t], name[c]):
+            t += 1
+            c += 1
+        elif star_t >= 0:
+            star_c += 1
+            t, c = star_t + 1, star_c
+        else:
+            return False
+    while t < len(tokens) and tokens[t][0] == _STAR:
+        t += 1
+    return t == len(tokens)
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -250,29 +395,15 @@ def _translate_class(segment: str, start: int) -> tuple[str, int] | None:
     Returns (regex, index after the closing ']'), or None when there is no
     closing bracket, in which case the '[' is literal text.
     """
-    i = start + 1
-    negate = i < len(segment) and segment[i] in "!^"
-    if negate:
-        i += 1
-    body_start = i
-    if i < len(segment) and segment[i] == "]":
-        i += 1  # a leading ']' is a member, not the end
-    close = segment.find("]", i)
-    if close == -1:
+    parsed = _class_members(segment, start)
+    if parsed is None:
         return None
-    body = segment[body_start:close]
+    (negate, ranges), end = parsed
     items: list[str] = []
-    j = 0
-    while j < len(body):
-        if j + 2 < len(body) and body[j + 1] == "-":
-            low, high = body[j], body[j + 2]
-            if low > high:
-                raise ValueError(f"empty character range {low}-{high}")
-            items.append(f"{re.escape(low)}-{re.escape(high)}")
-            j += 3
-        else:
-            items.append(re.escape(body[j]))
-            j += 1
+    for low, high in ranges:
+        if low > high:
+            raise ValueError(f"empty character range {low}-{high}")
+        items.append(re.escape(low) if low == high else f"{re.escape(low)}-{re.escape(high)}")
     # A negated class must still stay inside one segment.
     regex = f"[^/{''.join(items)}]" if negate else f"[{''.join(items)}]"
-    return regex, close + 1
+    return regex, end

@@ -263,31 +263,49 @@ class Beneath:
             os.close(fd)
 
     def fingerprint(self, path: str | PurePosixPath) -> str:
-        """A digest of what is at ``path``, for state snapshots: content for a file, target for a link, else kind.
+        """A digest of what is at ``path`` for state snapshots, in one of the spec's ``state_digest`` forms.
 
-        A regular file is read in chunks whatever its size (a box's file-size
-        limit bounds it); nothing is followed and no special file is opened.
+        ``sha256:<hex>`` for a regular file's content, ``sparse:sha256:<hex>``
+        for one with holes (see :func:`_data_digest`), ``symlink:sha256:<hex>``
+        over a link's target (never followed), ``special:<kind>`` for a FIFO,
+        socket, device or directory (none is opened), ``special:replaced`` for
+        a file swapped for another kind while it was read,
+        ``unreadable:<errno name>`` for one the engine may not read, and
+        ``missing`` for one gone. It never raises for what an agent left: any
+        of these is the agent's state, recorded, and no row can be refused for
+        it. A regular file is read in chunks whatever its size (a box's
+        file-size limit bounds it).
         """
         import hashlib
 
         parts = _parts(path)
-        info = self.lstat(path)
-        if info is None:
+        try:
+            info = self.lstat(path)
+            if info is None:
+                return "missing"
+            if stat.S_ISLNK(info.st_mode):
+                parent = self._parent(parts)
+                try:
+                    target = os.readlink(parts[-1], dir_fd=parent)
+                finally:
+                    os.close(parent)
+                return "symlink:sha256:" + hashlib.sha256(os.fsencode(target)).hexdigest()
+            if not stat.S_ISREG(info.st_mode):
+                return "special:" + _special_kind(info.st_mode)
+            fd = self._open(parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except FileNotFoundError:
             return "missing"
-        if stat.S_ISLNK(info.st_mode):
-            parent = self._parent(parts)
-            try:
-                target = os.readlink(parts[-1], dir_fd=parent)
-            finally:
-                os.close(parent)
-            return "symlink:sha256:" + hashlib.sha256(os.fsencode(target)).hexdigest()
-        if not stat.S_ISREG(info.st_mode):
-            return f"special:{stat.S_IFMT(info.st_mode):o}"
-        fd = self._open(parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except UnsafePath:
+            return "special:replaced"  # a component was swapped for a link or a special file meanwhile
+        except OSError as exc:
+            return "unreadable:" + (errno.errorcode.get(exc.errno or 0) or "EIO")
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return "special:replaced"
-            return "sha256:" + _data_digest(fd)
+            sparse, hexdigest = _data_digest(fd)
+            return ("sparse:sha256:" if sparse else "sha256:") + hexdigest
+        except OSError as exc:
+            return "unreadable:" + (errno.errorcode.get(exc.errno or 0) or "EIO")
         finally:
             os.close(fd)
 
@@ -440,6 +458,18 @@ class Beneath:
         finally:
             os.close(fd)
 
+    def readlink(self, path: str | PurePosixPath) -> str | None:
+        """The target of the link at ``path`` (never followed), or None when no link is there."""
+        parts = _parts(path)
+        info = self.lstat(path)
+        if not parts or info is None or not stat.S_ISLNK(info.st_mode):
+            return None
+        parent = self._parent(parts)
+        try:
+            return os.readlink(parts[-1], dir_fd=parent)
+        finally:
+            os.close(parent)
+
     def delete(self, path: str | PurePosixPath) -> int:
         """Remove a file, a link (not its target) or a directory tree; returns how many entries went.
 
@@ -456,15 +486,16 @@ class Beneath:
             os.close(parent)
 
 
-def _data_digest(fd: int) -> str:
+def _data_digest(fd: int) -> tuple[bool, str]:
     """A digest of a file's content that reads only its data, never its holes.
 
     An agent can make a file of terabytes that holds nothing (a sparse file);
     hashing it byte by byte would take the engine hours. A file without holes
     (every file written the ordinary way) gets the plain SHA-256 of its
-    content, as ``sha256sum`` gives; a file with holes gets ``sparse-`` and
-    the SHA-256 of its size and data extents (offset, length, bytes), which
-    is as unique and costs only the data the box's disk limit allows.
+    content, as ``sha256sum`` gives; a file with holes gets the SHA-256 of its
+    size and data extents (offset, length, bytes), which is as unique and
+    costs only the data the box's disk limit allows. Returns (has holes, hex
+    digest).
     """
     import hashlib
 
@@ -492,7 +523,21 @@ def _data_digest(fd: int) -> str:
         while position < end and (chunk := os.read(fd, min(1 << 20, end - position))):
             digest.update(chunk)
             position += len(chunk)
-    return ("sparse-" if sparse else "") + digest.hexdigest()
+    return sparse, digest.hexdigest()
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "char-device"),
+    (stat.S_ISBLK, "block-device"),
+    (stat.S_ISDIR, "directory"),
+)
+
+
+def _special_kind(mode: int) -> str:
+    """The ``special:`` kind of a file type that is neither a regular file nor a link."""
+    return next((kind for test, kind in _SPECIAL_KINDS if test(mode)), "other")
 
 
 def _remove(dir_fd: int, name: str) -> int:

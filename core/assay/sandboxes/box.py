@@ -66,13 +66,16 @@ __all__ = [
     "BOX_INODES",
     "Box",
     "BoxResult",
+    "FILE_OVERRIDE",
     "Limits",
+    "MERGED_USR",
     "Mount",
     "TRACE_BYTES",
     "box_dir",
     "box_python",
     "bwrap_path",
     "check_box",
+    "item_disk_mb",
     "remove_box_dir",
     "run_in_box",
     "sandbox_ids",
@@ -87,8 +90,8 @@ _READY = b"\0"
 #: Environment variable naming the uid (and gid) boxes run as when assay runs as root.
 SANDBOX_UID_ENV = "ASSAY_SANDBOX_UID"
 _DEFAULT_SANDBOX_ID = 65534
-# Merged-/usr names: symlinks into /usr on current systems, real directories on older ones.
-_MERGED = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
+#: Merged-/usr names: symlinks into /usr on current systems, real directories on older ones.
+MERGED_USR = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 # What of the fresh /proc must stay read-only (Flatpak binds the same).
 _PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 
@@ -136,7 +139,9 @@ class Box:
     bounding where create rights may land and ``trusted_links`` naming the
     only links in the writable tree a rule may go through, with their targets. ``owned`` are host paths to hand to
     the box's uid before it starts (its writable trees). With ``trace`` the
-    command runs under ``strace``, from outside the box.
+    command runs under ``strace``, from outside the box. ``caps`` are the
+    capabilities the command keeps, inside its own user namespace only (see
+    :data:`FILE_OVERRIDE`); every other one is dropped.
     """
 
     mounts: tuple[Mount, ...]
@@ -150,6 +155,19 @@ class Box:
     owned: tuple[str, ...] = ()
     limits: Limits = Limits()
     trace: bool = False
+    caps: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.caps) - set(FILE_OVERRIDE))
+        if unknown:
+            raise ValueError(f"a box keeps no capability but {', '.join(FILE_OVERRIDE)}, not {unknown[0]}")
+
+
+#: The capabilities a verifier's box keeps: file-mode override and directory search, which inside the box's user
+#: namespace apply only to files the box's own uid owns (the task's tree), so a verifier reads what the agent made
+#: unreadable (a stolen copy chmod 000, say), while host files, owned by uids the namespace does not map, stay as
+#: closed as ever. Landlock and the seccomp filter apply all the same.
+FILE_OVERRIDE = ("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
 
 
 @dataclass
@@ -343,7 +361,7 @@ def system_mounts(*, python: bool = True) -> tuple[Mount, ...]:
     /usr (:func:`box_python`; the helper always finds it).
     """
     mounts = [Mount("ro", "/usr", "/usr")]
-    for name in _MERGED:
+    for name in MERGED_USR:
         host = f"/{name}"
         if os.path.islink(host):
             mounts.append(Mount("symlink", host, os.readlink(host)))
@@ -364,13 +382,25 @@ BOX_INODES = 65_536
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 
 
-def box_dir(prefix: str) -> Path:
+def item_disk_mb() -> int:
+    """A work item's disk budget in MiB: ``ASSAY_BOX_DISK_MB``, default 256 (ConfinementError for a bad value)."""
+    value = os.environ.get(DISK_MB_ENV, "") or "256"
+    try:
+        size = int(value)
+    except ValueError:
+        raise ConfinementError(f"{DISK_MB_ENV}={value!r} is not a whole number of MiB") from None
+    if size < 16:
+        raise ConfinementError(f"{DISK_MB_ENV}={value!r} is too small: a work item needs at least 16 MiB")
+    return size
+
+
+def box_dir(prefix: str, size_mb: int | None = None) -> Path:
     """A fresh directory for a work item's boxes: like ``mkdtemp``, but enterable (not listable) by the box's uid.
 
     bubblewrap runs as the box's uid and must reach the trees it binds; what
     it binds below here is handed to that uid by :attr:`Box.owned`. When
-    assay runs as root, the directory is a tmpfs of ``ASSAY_BOX_DISK_MB``
-    (256 MiB by default): everything the item's boxes write, over all their
+    assay runs as root, the directory is a tmpfs of ``size_mb`` MiB (default:
+    the whole item budget, :func:`item_disk_mb`): everything the item's boxes write, over all their
     processes and files, fits in that or fails with ENOSPC, and at most
     :data:`BOX_INODES` files and directories do. Its name carries
     the engine's pid and start time, so a later engine unmounts the tmpfs of
@@ -386,7 +416,7 @@ def box_dir(prefix: str) -> Path:
     _sweep_orphans()
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{_owner_tag(os.getpid())}-"))
     path.chmod(0o711)
-    size = int(os.environ.get(DISK_MB_ENV, "256") or "256")
+    size = item_disk_mb() if size_mb is None else size_mb
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -535,6 +565,8 @@ def _bwrap_argv(box: Box, info_fd: int, block_fd: int) -> list[str]:
     for path in _PROC_READ_ONLY:
         argv += ["--ro-bind-try", path, path]
     argv += ["--dev", "/dev", "--ro-bind", _helper_bundle(), HELPER_DIR, "--chdir", box.cwd]
+    for cap in box.caps:
+        argv += ["--cap-add", cap]
     return argv
 
 

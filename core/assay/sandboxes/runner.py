@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ConfinementError
-from .box import BOX_FAILED, Box, Limits, Mount, box_python, run_in_box, system_mounts
+from .box import Box, Limits, Mount, box_python, run_in_box, system_mounts
 
 __all__ = [
     "CONFINE_FAILED",
@@ -25,7 +25,9 @@ __all__ = [
 ]
 
 #: Exit code reported when the box could not be set up (nothing ran); the output says why.
-CONFINE_FAILED = BOX_FAILED
+#: Never an exit status (those are 0 to 255): the child's own exit status and output cannot pass for it, so code that
+#: ran and then printed "cannot confine" and exited 125 is still recorded as having run.
+CONFINE_FAILED = -1
 
 
 # Test runners print how long they took ("Ran 3 tests in 0.004s", pytest's "== 2 passed in 0.12s ==").

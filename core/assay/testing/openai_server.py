@@ -10,7 +10,7 @@ one :class:`aiohttp.web.Application` with a route per endpoint, served by an
 Command line::
 
     python -m assay.testing.openai_server --host 127.0.0.1 --port 0 \\
-        [--latency-ms 50] [--faults SPEC] [--seed N] [--model NAME] [--script FILE]
+        [--latency-ms 50] [--faults SPEC] [--seed N] [--model NAME] [--script FILE] [--hold-after N]
 
 Port 0 binds an ephemeral port. Once ready the server prints exactly one line,
 ``listening http://HOST:PORT``, to stdout (flushed) and serves until SIGTERM or
@@ -32,6 +32,8 @@ Endpoints
     Counters as JSON (see :class:`ServerStats`); ``POST /stats/reset`` zeroes
     them and restarts the fault schedule. Reading or resetting the stats is not
     itself counted.
+``POST /release``
+    Opens the gate of ``--hold-after`` (see "Holding replies"); not counted.
 
 Replies
 -------
@@ -116,6 +118,25 @@ left, so the server's own work and any queueing behind other requests fall
 inside the budget instead of adding to it. No thread is used per request; one
 event loop serves every connection.
 
+Holding replies
+---------------
+``hold_after=N`` (``--hold-after N``) lets a test stop a client mid-run
+whatever the machine's speed: chat-completion requests numbered above N
+(numbered as for the fault schedule, so ``POST /stats/reset`` restarts the
+count) are held unanswered until the gate opens, by ``POST /release`` (or
+:meth:`LoopbackServer.release`, :meth:`StubServer.release`). Then every held
+request and every later one is answered as usual (its fault, its latency
+counted from its arrival); the gate stays open. ``N`` may be 0 (hold every
+request). ``GET /stats`` counts the requests held right now in ``held``. A
+held request whose client leaves is dropped; on shutdown held connections are
+closed without a response. For example, a run interrupted after the 20th
+reply and then resumed::
+
+    proc, base_url = spawn_server(hold_after=20)
+    ...                                           # the run stops at its 21st request: interrupt it now
+    urllib.request.urlopen(urllib.request.Request(base_url + "/release", method="POST"))
+    ...                                           # the resumed run is answered at once
+
 Fault grammar
 -------------
 ``--faults`` (or the ``faults`` argument) is a comma-separated list of items::
@@ -166,6 +187,9 @@ Python use::
     with LoopbackServer(latency_ms=5, faults="500@1") as srv:
         httpx.post(srv.base_url + "/v1/chat/completions", json=...)
         srv.stats()["faults"]                   # {"500": 1}
+
+    with LoopbackServer(hold_after=1) as srv:   # the second request waits for srv.release()
+        ...
 
     proc, base_url = spawn_server(latency_ms=50, script=[{"match": "", "replies": ["hi"]}])
     ...
@@ -227,6 +251,9 @@ _HANG_SECONDS = 3600.0
 _MAX_BODY = 32 * 1024 * 1024
 # On shutdown, replies still sleeping out their latency get this long to go out before they are cancelled.
 _SHUTDOWN_GRACE = 1.0
+# How long the helpers wait for the server to start, stop or do what they ask by default: only a guard against a
+# hang, so generous that a heavily loaded machine never trips it.
+_GUARD_SECONDS = 300.0
 # A large backlog absorbs connection bursts from benchmark clients opening 64+ connections at once.
 _BACKLOG = 1024
 _ERROR_TYPES = {429: "rate_limit_error", 500: "server_error", 503: "server_error"}
@@ -239,6 +266,7 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 _MALFORMED_BODY = b'{"id": "chatcmpl-malformed", "object": "chat.completion", "choices": [<html>502 Bad Gateway</html>'
 _CHAT_PATH = "/v1/chat/completions"
 _KNOWN_PATHS = frozenset({_CHAT_PATH, "/v1/models", "/health"})
+_RELEASE_PATH = "/release"
 _JSON = "application/json"
 # Roles whose text a script rule is matched against, besides the first user message.
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -399,7 +427,7 @@ class FaultPlan:
 
 
 class ServerStats:
-    """Counters a test can assert on: requests, responses by status, faults by kind, connections.
+    """Counters a test can assert on: requests, responses by status, faults by kind, connections, held requests.
 
     Updated from the server's event loop and read from any thread, hence the lock.
     """
@@ -408,10 +436,11 @@ class ServerStats:
         """Start with every counter at zero."""
         self._lock = threading.Lock()
         self.open_connections = 0
+        self.held = 0
         self.reset()
 
     def reset(self) -> None:
-        """Zero every counter except the number of connections open right now."""
+        """Zero every counter except the numbers of connections open and requests held right now."""
         with self._lock:
             self.requests = 0
             self.chat_completions = 0
@@ -451,6 +480,11 @@ class ServerStats:
         with self._lock:
             self.open_connections -= 1
 
+    def count_held(self, change: int) -> None:
+        """Note that a request is now held (``change`` 1) or no longer (-1) by ``hold_after``."""
+        with self._lock:
+            self.held += change
+
     def snapshot(self) -> dict[str, Any]:
         """A JSON-ready copy of the counters (what ``GET /stats`` returns)."""
         with self._lock:
@@ -462,6 +496,7 @@ class ServerStats:
                 "faults": dict(self.faults),
                 "connections": self.connections,
                 "open_connections": self.open_connections,
+                "held": self.held,
             }
 
 
@@ -731,7 +766,9 @@ class StubServer:
     """The aiohttp server: one instance per listening socket. Use :func:`start_server` to run one.
 
     ``stats()`` and ``reset()`` give tests the counters; ``plan`` is the
-    :class:`FaultPlan` and ``script`` the scripted agent's rules.
+    :class:`FaultPlan`, ``script`` the scripted agent's rules and
+    ``hold_after`` the number of requests answered before the rest are held
+    (see "Holding replies" in the module docstring; None holds nothing).
     """
 
     def __init__(
@@ -742,15 +779,20 @@ class StubServer:
         seed: int = 0,
         model: str = DEFAULT_MODEL,
         script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
+        hold_after: int | None = None,
     ) -> None:
         """Configure (but do not start) a server; ``faults`` is a spec string or rules, ``script`` a script.
 
-        Raises ``ValueError`` for a negative latency, a bad fault spec or a bad
-        script, so configuration errors surface before anything is bound.
+        Raises ``ValueError`` for a negative latency or ``hold_after``, a bad
+        fault spec or a bad script, so configuration errors surface before
+        anything is bound.
         """
         if latency_ms < 0:
             raise ValueError("latency_ms must not be negative")
+        if hold_after is not None and hold_after < 0:
+            raise ValueError("hold_after must not be negative")
         self.latency = latency_ms / 1000.0
+        self.hold_after = hold_after
         self.model = model
         self.plan = FaultPlan(_coerce_rules(faults), seed)
         self.script = parse_script(script) if script is not None else ()
@@ -759,6 +801,8 @@ class StubServer:
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
+        # Set by release() and by close(): held requests wake up and look at _closing to know which.
+        self._gate: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # Bodies that never change are serialised once, not per request.
         self._models_body = _dumps({
@@ -777,6 +821,7 @@ class StubServer:
             raise RuntimeError("StubServer already started")
         self._loop = asyncio.get_running_loop()
         self._closing = asyncio.Event()
+        self._gate = asyncio.Event()
         app = web.Application(client_max_size=_MAX_BODY)
         route = app.router.add_route
         # Every method reaches the handlers, so wrong methods get an OpenAI-style 405 and are counted.
@@ -785,6 +830,7 @@ class StubServer:
         route("*", "/health", self._health)
         route("*", "/stats", self._stats)
         route("*", "/stats/reset", self._stats_reset)
+        route("*", _RELEASE_PATH, self._release)
         route("*", "/{path:.*}", self._not_found)
         # access_log=None: no log record (and no clock read) per request. handler_cancellation: a client
         # that disconnects cancels its handler, so held `timeout` requests do not pile up after clients leave.
@@ -828,6 +874,8 @@ class StubServer:
         """
         if self._closing is not None:
             self._closing.set()  # held requests close their connections now
+        if self._gate is not None:
+            self._gate.set()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
@@ -840,6 +888,12 @@ class StubServer:
         """Zero the counters and restart the fault schedule. Call from the server's event loop."""
         self.counters.reset()
         self.plan.reset()
+
+    def release(self) -> None:
+        """Answer the requests held by ``hold_after``, and every later one at once. Call from the server's loop."""
+        if self._gate is None:
+            raise RuntimeError("the server is not started")
+        self._gate.set()
 
     # ----------------------------------------------------------------- handlers
 
@@ -883,6 +937,15 @@ class StubServer:
         self.reset()
         return web.Response(body=_dumps(self.stats()), content_type=_JSON)
 
+    async def _release(self, request: web.Request) -> web.StreamResponse:
+        # Not counted, like /stats: opening the gate is the test's doing, not the client's.
+        from aiohttp import web
+
+        if request.method != "POST":
+            return web.Response(status=405, body=_error(f"use POST {_RELEASE_PATH}"), content_type=_JSON)
+        self.release()
+        return web.Response(body=b'{"released":true}', content_type=_JSON)
+
     # ----------------------------------------------------------------- chat completions
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -904,6 +967,9 @@ class StubServer:
             return self._unreadable(400, "malformed request body")
 
         fault = self.plan.decide(body)
+        # The request's number is the plan's count (nothing ran in between); above hold_after it waits for release.
+        if self.hold_after is not None and self.plan.count > self.hold_after and not await self._held():
+            return _drop(request)
         if fault is not None:
             self.counters.count_fault(fault.kind)
             return await self._fault(fault, body, request, arrived)
@@ -973,6 +1039,20 @@ class StubServer:
         _drop(request)  # ...and the connection is closed once that has gone out
         return response
 
+    async def _held(self) -> bool:
+        """Wait until the gate opens; False when it opened because the server is closing (then nothing is sent).
+
+        A client that leaves cancels this handler (handler_cancellation), and the count goes down all the same.
+        """
+        assert self._gate is not None and self._closing is not None
+        if not self._gate.is_set():
+            self.counters.count_held(1)
+            try:
+                await self._gate.wait()
+            finally:
+                self.counters.count_held(-1)
+        return not self._closing.is_set()
+
     async def _hold(self) -> None:
         # Hold the request unanswered until the server closes or an hour passes. A client that gives up
         # disconnects, and aiohttp then cancels this handler (handler_cancellation), so nothing piles up.
@@ -1000,9 +1080,12 @@ async def start_server(
     seed: int = 0,
     model: str = DEFAULT_MODEL,
     script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
+    hold_after: int | None = None,
 ) -> tuple[StubServer, int]:
     """Start a server on the running event loop; return it and its bound port. Stop it with ``await server.close()``."""
-    server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model, script=script)
+    server = StubServer(
+        latency_ms=latency_ms, faults=faults, seed=seed, model=model, script=script, hold_after=hold_after
+    )
     bound = await server.start(host, port)
     return server, bound
 
@@ -1037,6 +1120,7 @@ class LoopbackServer:
         seed: int = 0,
         model: str = DEFAULT_MODEL,
         script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
+        hold_after: int | None = None,
     ) -> None:
         """Configure the server; it starts on :meth:`start` or on entering the ``with`` block.
 
@@ -1045,7 +1129,9 @@ class LoopbackServer:
         self.host = host
         self.port = port
         # Built here, not in the thread, so a bad fault spec or script raises in the caller.
-        self.server = StubServer(latency_ms=latency_ms, faults=faults, seed=seed, model=model, script=script)
+        self.server = StubServer(
+            latency_ms=latency_ms, faults=faults, seed=seed, model=model, script=script, hold_after=hold_after
+        )
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -1062,7 +1148,7 @@ class LoopbackServer:
         """``base_url`` + ``/v1``, the form OpenAI SDK clients expect."""
         return self.base_url + "/v1"
 
-    def start(self, timeout: float = 10.0) -> LoopbackServer:
+    def start(self, timeout: float = _GUARD_SECONDS) -> LoopbackServer:
         """Start the background thread and wait until the server is listening; return self."""
         if self._thread is not None:
             raise RuntimeError("LoopbackServer already started")
@@ -1092,7 +1178,7 @@ class LoopbackServer:
         finally:
             await self.server.close()
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = _GUARD_SECONDS) -> None:
         """Stop the server (ending held connections) and join the thread."""
         if self._thread is None:
             return
@@ -1117,7 +1203,17 @@ class LoopbackServer:
         async def _reset() -> None:
             self.server.reset()
 
-        asyncio.run_coroutine_threadsafe(_reset(), self._loop).result(10.0)
+        asyncio.run_coroutine_threadsafe(_reset(), self._loop).result(_GUARD_SECONDS)
+
+    def release(self) -> None:
+        """Open the gate of ``hold_after``: held requests are answered, and so is every later one."""
+        if self._loop is None:
+            raise RuntimeError("LoopbackServer is not started")
+
+        async def _release() -> None:
+            self.server.release()
+
+        asyncio.run_coroutine_threadsafe(_release(), self._loop).result(_GUARD_SECONDS)
 
     def __enter__(self) -> LoopbackServer:
         """Start the server."""
@@ -1137,9 +1233,10 @@ def spawn_server(
     seed: int = 0,
     model: str = DEFAULT_MODEL,
     script: Sequence[Mapping[str, Any] | ScriptRule] | None = None,
+    hold_after: int | None = None,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
-    startup_timeout: float = 30.0,
+    startup_timeout: float = _GUARD_SECONDS,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Launch the server as a child process; return it and its base URL once it is listening.
 
@@ -1147,12 +1244,15 @@ def spawn_server(
     errors reach the caller's terminal or test log. A bad fault spec or script
     raises ``ValueError`` here, before any child is started; a script reaches
     the child through a temporary file, removed once the child is listening.
+    Release a server started with ``hold_after`` by ``POST /release``.
     """
     if faults is not None and not isinstance(faults, str):
         faults = ",".join(rule.spec() for rule in _coerce_rules(faults))
     else:
         parse_faults(faults)
     rules = parse_script(script) if script is not None else None
+    if hold_after is not None and hold_after < 0:
+        raise ValueError("hold_after must not be negative")
     command = [
         python or sys.executable, "-m", "assay.testing.openai_server",
         "--host", host, "--port", str(port), "--latency-ms", repr(float(latency_ms)),
@@ -1160,6 +1260,8 @@ def spawn_server(
     ]  # fmt: skip
     if faults:
         command += ["--faults", faults]
+    if hold_after is not None:
+        command += ["--hold-after", str(hold_after)]
     if rules is None:
         return _launch(command, env, startup_timeout)
     handle, script_path = tempfile.mkstemp(prefix="assay-script-", suffix=".json")
@@ -1207,7 +1309,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
-def stop_server(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+def stop_server(proc: subprocess.Popen[bytes], timeout: float = _GUARD_SECONDS) -> int:
     """Stop a child started by :func:`spawn_server` with SIGTERM; return its exit status (0 when clean).
 
     A child that does not exit within ``timeout`` seconds is killed and
@@ -1242,6 +1344,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--script", metavar="FILE", default=None, help='scripted agent: JSON list of {"match": REGEX, "replies": [...]}'
     )
+    parser.add_argument(
+        "--hold-after",
+        metavar="N",
+        type=int,
+        default=None,
+        help="answer N chat requests, then hold the rest unanswered until POST /release (0 holds every one)",
+    )
     return parser
 
 
@@ -1254,6 +1363,7 @@ async def _serve(args: argparse.Namespace, script: Sequence[ScriptRule]) -> int:
         seed=args.seed,
         model=args.model,
         script=script,
+        hold_after=args.hold_after,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -1277,6 +1387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     if args.latency_ms < 0:
         parser.error("--latency-ms must not be negative")
+    if args.hold_after is not None and args.hold_after < 0:
+        parser.error("--hold-after must not be negative")
     script: tuple[ScriptRule, ...] = ()
     if args.script is not None:
         try:

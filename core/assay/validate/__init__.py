@@ -20,8 +20,10 @@ from ._archive import ArchiveLimits, extract_archive
 from ._bundle import validate_bundle
 from ._case import check_case_references
 from ._common import check_schema, read_document
+from ._environment import check_environment
 from ._pack import validate_pack
 from ._report import Issue, Rank, Report
+from ._verdict import require_valid_pack, verdict_dir
 
 __all__ = [
     "ArchiveLimits",
@@ -31,7 +33,9 @@ __all__ = [
     "detect_schema",
     "extract_archive",
     "find_pack_root",
+    "require_valid_pack",
     "validate_path",
+    "verdict_dir",
 ]
 
 _DEFAULT_LIMITS = ArchiveLimits()  # frozen, so one shared default is safe
@@ -90,6 +94,7 @@ def _validate_document(path: Path, report: Report, registry: Registry, schema: s
     valid = check_schema(document, name, str(path), report)
     if name == "case" and isinstance(document.data, dict):
         check_case_references(document, str(path), report, registry, fixture_root=_case_pack_root(path))
+        check_environment(document, str(path), report, registry, fixture_root=_case_pack_root(path))
     elif name == "defense_policy" and valid:
         data = document.data
         if "digest" in data:

@@ -11,6 +11,7 @@ from ..packs import compute_digest, find_manifest, list_pack_files
 from ..plugins import Registry
 from ._case import check_case_references
 from ._common import as_list, check_schema, display, get, read_document, safe_child
+from ._environment import check_environment
 from ._report import Rank, Report
 
 __all__ = ["validate_pack"]
@@ -202,6 +203,7 @@ def validate_pack(root: Path, report: Report, registry: Registry, *, label: str 
                 pointer="/family",
             )
         check_case_references(document, name, report, registry, fixture_root=root, listed_fixtures=set(listed_fixtures))
+        check_environment(document, name, report, registry, fixture_root=root)
         if isinstance(case.get("benign_companion"), str):
             companions.append((name, document, case["benign_companion"]))
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...errors import EnvironmentSpecError
 
-__all__ = ["EnvironmentSpecError", "Layout", "SYSTEM_PATHS", "materialize"]
+__all__ = ["EnvironmentSpecError", "Layout", "SYSTEM_PATHS", "environment_problems", "materialize"]
 
 #: Top-level jail paths that come from the host (mounted, linked or made by the
 #: jail itself); environment paths may not lie under them.
@@ -58,6 +58,39 @@ def _check(path: Any, what: str) -> str:
         if normalized == system or normalized.startswith(system + "/"):
             raise EnvironmentSpecError(f"{what} path {path!r} lies under {system}, which the jail takes from the host")
     return normalized
+
+
+def environment_problems(environment: Mapping[str, Any] | None, pack_root: Path | None) -> list[tuple[str, str]]:
+    """(JSON pointer, message) for each part of a case's environment :func:`materialize` would refuse.
+
+    Each path is checked where it stands (a relative path, ``..``, a path
+    under the jail's system directories, ...); then the whole environment is
+    laid down in a private temporary directory, which finds what only laying
+    it down shows (a file where a directory must go, a fixture that is a
+    link), and removed.
+    """
+    import tempfile
+
+    environment = environment or {}
+    problems: list[tuple[str, str]] = []
+    for member, what in (("directories", "directory"), ("files", "file"), ("symlinks", "symlink")):
+        for index, item in enumerate(environment.get(member) or []):
+            path = item if member == "directories" else item.get("path") if isinstance(item, Mapping) else None
+            pointer = f"/environment/{member}/{index}" + ("" if member == "directories" else "/path")
+            try:
+                _check(path, what)
+                if member == "files":
+                    _mode(item, str(path))
+            except EnvironmentSpecError as exc:
+                problems.append((pointer, str(exc)))
+    if problems:
+        return problems
+    with tempfile.TemporaryDirectory(prefix="assay-check-") as scratch:
+        try:
+            materialize(environment, pack_root, Path(scratch) / "root")
+        except (EnvironmentSpecError, OSError) as exc:
+            problems.append(("/environment", f"cannot be laid down: {exc}"))
+    return problems
 
 
 @dataclass

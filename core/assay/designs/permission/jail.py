@@ -31,11 +31,12 @@ from ...permissions.patterns import compile_pattern
 from ...permissions.trace import Denial, find_strace, parse_strace
 from ...sandboxes import landlock
 from ...sandboxes.beneath import Beneath
-from ...sandboxes.box import HELPER_DIR, Box, Limits, run_in_box, system_mounts
+from ...sandboxes.box import FILE_OVERRIDE, HELPER_DIR, Box, Limits, Mount, run_in_box, system_mounts
 from .environment import Layout
 
 __all__ = [
     "Denial",
+    "INPUTS_DIR",
     "JAIL_LIMITS",
     "JailError",
     "JailResult",
@@ -86,6 +87,9 @@ _DEFAULT_ENV = {
     "LANG": "C.UTF-8",
 }
 
+#: Where a command finds its engine-made inputs (``inputs`` of :func:`run_in_jail`): read-only, outside the tree.
+INPUTS_DIR = "/.assay"
+
 #: What one jailed command may use: a task's commands are small file operations.
 JAIL_LIMITS = Limits(processes=64, memory_bytes=1 << 30, file_bytes=64 << 20, cpu_seconds=60)
 
@@ -122,6 +126,8 @@ def run_in_jail(
     cwd: str = "/",
     env: Mapping[str, str] | None = None,
     create_within: Sequence[str] | None = None,
+    inputs: Path | None = None,
+    read_everything: bool = False,
 ) -> JailResult:
     """Run ``command`` with ``layout`` as ``/``, confined to ``policy`` ∪ ``implicit``.
 
@@ -132,6 +138,15 @@ def run_in_jail(
     replaces the default environment (PATH, HOME=/tmp, TMPDIR=/tmp,
     LANG=C.UTF-8). ``create_within`` bounds where a write pattern for a
     missing path may grant create rights (see :func:`~assay.permissions.rules.landlock_rules`).
+    ``inputs`` is an engine directory bound read-only at :data:`INPUTS_DIR`
+    (what a verifier reads besides the environment: nothing in the tree can
+    fill or replace it); ``read_everything`` keeps the file-override
+    capabilities (:data:`~assay.sandboxes.box.FILE_OVERRIDE`) so that the
+    command reads the tree's files whatever modes they were left with.
+
+    Before every command the parts of ``/`` the box is built on (the mount
+    points, the merged-/usr links, ``/tmp``) are put back as the box needs
+    them, whatever an earlier command made of them.
 
     Raises LandlockUnavailable (policy given, no Landlock), StraceNotFound
     (tracing without strace), ValueError (an invalid pattern, an empty
@@ -159,9 +174,12 @@ def run_in_jail(
     if traced:
         find_strace()  # StraceNotFound, naming the package, before anything runs
     root = Path(layout.host_root).resolve()
-    _scaffold(root)
+    mounts = system_mounts(python=False)
+    if inputs is not None:
+        mounts = (*mounts, Mount("ro", INPUTS_DIR, str(Path(inputs).resolve())))
+    _scaffold(root, mounts)
     box = Box(
-        mounts=system_mounts(python=False),
+        mounts=mounts,
         root=str(root),
         cwd=cwd,
         env=dict(_DEFAULT_ENV if env is None else env),
@@ -172,6 +190,7 @@ def run_in_jail(
         owned=(str(root),),
         limits=JAIL_LIMITS,
         trace=traced,
+        caps=FILE_OVERRIDE if read_everything else (),
     )
     try:
         result = run_in_box(box, argv, timeout_s=timeout_s)
@@ -184,16 +203,27 @@ def run_in_jail(
     return JailResult(result.exit_code, result.output, result.timed_out, denials, accessed)
 
 
-def _scaffold(root: Path) -> None:
-    """Make the mount points and a world-writable /tmp on the host side, never following what a command left.
+def _scaffold(root: Path, mounts: Sequence[Mount]) -> None:
+    """Put back the parts of ``/`` a box is built on, never following what a command left.
 
-    Earlier commands ran with this tree as ``/`` and may have replaced any of
-    these entries with a link to a host path: each is reached by descriptor
-    without following links, and anything that is not a real directory is
-    removed and made afresh, so the engine's mkdir and chmod act inside the tree.
+    Earlier commands ran with this tree as ``/`` and may have replaced any
+    of these entries: a mount point with a link to a host path or a file, a
+    merged-/usr link (``/bin``) with a directory of their own programs, which
+    bubblewrap would refuse to link over (no box) or, worse, a verifier would
+    run. Each is reached by descriptor without following links; a mount
+    point that is not a real directory, and a merged-/usr name that is not
+    exactly the host's link, is removed and made afresh (bubblewrap makes
+    the link), so the box is built from the host's parts alone.
     """
+    top = {m.dest.strip("/"): m for m in mounts if m.dest.count("/") == 1 and m.kind != "mask"}
+    for name in ("dev", "proc", HELPER_DIR.lstrip("/"), "tmp"):
+        top.setdefault(name, Mount("dir", "/" + name))
     with Beneath(root) as tree:
-        for name in ("usr", "etc", "dev", "proc", HELPER_DIR.lstrip("/"), "tmp"):
+        for name, mount in sorted(top.items()):
+            if mount.kind == "symlink":
+                if tree.lstat(name) is not None and tree.readlink(name) != mount.source:
+                    tree.delete(name)
+                continue
             if tree.lstat(name) is not None and not tree.is_dir(name):
                 tree.delete(name)
             tree.mkdir(name)

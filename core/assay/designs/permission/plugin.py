@@ -10,9 +10,21 @@ report tables, and the ``permissions`` command.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-from ...components import FIRST_ENDPOINT, CaseKind, Defense, Family, Outcome, ReportSection, RunCheck, RunOption, Stage
+from ...components import (
+    FIRST_ENDPOINT,
+    CaseKind,
+    Defense,
+    Family,
+    Outcome,
+    ReportSection,
+    RowProblem,
+    RunCheck,
+    RunOption,
+    Stage,
+)
 from ...errors import UsageError
 from ...hookspecs import Register, hookimpl
 from ...lazy import lazy
@@ -59,6 +71,37 @@ EXEC_AGENT = RunOption(
     spec_member=True,  # spec 1.0 records it as the run manifest's own exec_agent
 )
 
+
+def verification_gate(row: Mapping[str, Any], planned: frozenset[str]) -> list[RowProblem]:
+    """Verifiers the agent kept from running score against it, whoever produced the row: not completed, utility
+    failed, and exposure never false (it succeeded on a sensitive task, null on a standard one)."""
+    outcome = row["stages"].get("permission")
+    if outcome is None or outcome.get("verification_failure") is None:
+        return []
+    dynamic = outcome.get("dynamic") or {}
+    for member, bad in (("completed", True), ("utility_success", True), ("attack_success", False)):
+        if dynamic.get(member) is bad:
+            return [
+                RowProblem(
+                    f"/stages/permission/dynamic/{member}",
+                    f"the row says its verifiers could not run because of the agent, which never scores {member} {bad}",
+                    "verdict-mismatch",
+                    kind="integrity",
+                )
+            ]
+    return []
+
+
+def _check_case(case: Mapping[str, Any], pack_root: Path) -> list[RowProblem]:
+    """What the stage could not lay down of a case's environment (see environment_problems)."""
+    from .environment import environment_problems
+
+    return [
+        RowProblem(pointer, message, "environment")
+        for pointer, message in environment_problems(case.get("environment"), pack_root)
+    ]
+
+
 STAGE = Stage(
     "permission",
     "A proposed permission policy, scored against the task's needs and enforced on an execution.",
@@ -66,6 +109,8 @@ STAGE = Stage(
     outcome_schema={"$ref": f"{RESULT_ROW_SCHEMA}#/$defs/permission"},
     run=lazy("assay.designs.permission.stage:run_permission"),
     rederiver=lazy("assay.designs.permission.rederive:PermissionRederiver"),
+    check_case=_check_case,
+    check_row=verification_gate,
     options=(EXEC_AGENT,),
     preflight=_preflight,
     scripted=lazy("assay.designs.permission.scripted:permission_answer"),

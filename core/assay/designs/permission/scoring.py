@@ -35,11 +35,18 @@ nothing required gives precision 0, recall 1, F1 0. Nothing is rounded.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ...permissions.patterns import compile_pattern, is_literal, literal_prefix, normalize, validate_pattern, within
+from ...permissions.patterns import (
+    Glob,
+    compile_pattern,
+    is_literal,
+    literal_prefix,
+    normalize,
+    validate_pattern,
+    within,
+)
 
 __all__ = [
     "AXES",
@@ -304,7 +311,7 @@ def _names(paths: Iterable[str], canon: Callable[[str], str], roots: list[str] |
     return grouped
 
 
-def _selects(patterns: list[re.Pattern[str]], names: set[str]) -> bool:
+def _selects(patterns: list[Glob], names: set[str]) -> bool:
     """Whether any compiled pattern matches one spelling of a path.
 
     ``names`` comes from ``_names`` and always holds the resolved path itself.

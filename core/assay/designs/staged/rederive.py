@@ -183,7 +183,10 @@ class ExecRederiver:
         )
         calls, diff = list(transcript.get("tool_calls") or []), list(execution.get("state_diff") or [])
         try:
-            derived = exec_outcome(case, self.oracles, calls, diff, final)
+            failure = execution.get("verification_failure")
+            derived = exec_outcome(
+                case, self.oracles, calls, diff, final, failure if isinstance(failure, str) else None
+            )
         except (AssayError, KeyError, TypeError, ValueError):
             return NOTHING  # an oracle this validator lacks (named by the reference checks) or an unreadable record
         for field in _EXEC_VERDICTS:

@@ -6,7 +6,8 @@
 
 The calls come from a stranger's file, so they run exactly as an agent's did:
 inside the sandbox, whose confinement is the same (see docs/threat-model.md);
-a row asking to replay more than :data:`MAX_CALLS_PER_ROW` calls is refused.
+a row asking to replay more calls than a run of its case can make (its sessions
+times the steps of a session times the calls of a message that run) is refused.
 """
 
 from __future__ import annotations
@@ -60,14 +61,27 @@ class ExecReplayer:
         return _mismatch(pointer, f"{message} ({where}, seed {key['seed']}, epoch {key['epoch']})")
 
     async def _replay(self, execution: Mapping[str, Any], case: Mapping[str, Any]) -> tuple[str, str] | None:
-        """(pointer, what differs) when the recorded calls do not give the recorded results and diff, else None."""
+        """(pointer, what differs) when the recorded calls do not give the recorded results and diff, else None.
+
+        A call past :data:`~assay.designs.staged.exec.MAX_CALLS_PER_MESSAGE` in
+        its message was not run: its recorded result must be the text the agent
+        was shown, and it is not made again (a harmful call cannot be hidden
+        by calling it "not run": only calls past the cap may say so).
+        """
+        from .exec import MAX_CALLS_PER_MESSAGE, MAX_STEPS, NOT_RUN, message_positions, sessions_of
+
         transcript = execution.get("transcript") or {}
         calls = list(transcript.get("tool_calls") or [])
         recorded = [str(result.get("content")) for result in transcript.get("tool_results") or []]
-        if len(calls) > MAX_CALLS_PER_ROW:
+        positions = message_positions(list(transcript.get("messages") or []), len(calls))
+        if positions is None:
+            return "/stages/exec/transcript/tool_calls", "the tool calls are not those of the recorded messages"
+        bound = min(MAX_CALLS_PER_ROW * 4, len(sessions_of(case)) * MAX_STEPS * MAX_CALLS_PER_MESSAGE)
+        ran = sum(position < MAX_CALLS_PER_MESSAGE for position in positions)
+        if ran > bound:
             return (
                 "/stages/exec/transcript/tool_calls",
-                f"{len(calls)} tool calls, more than the {MAX_CALLS_PER_ROW} any run makes",
+                f"{ran} tool calls that ran, more than the {bound} a run of this case makes",
             )
         if len(recorded) != len(calls):
             return "/stages/exec/transcript/tool_results", f"{len(calls)} tool calls but {len(recorded)} results"
@@ -75,16 +89,25 @@ class ExecReplayer:
             box = self.factory.create(case, pack_root=self.pack_root, options=self.options)
         except AssayError as exc:
             return "/stages/exec", f"a fresh sandbox for the case cannot be made: {exc}"
+        failure = execution.get("verification_failure")
         try:
             before = await asyncio.to_thread(box.snapshot)
             for index, call in enumerate(calls):
-                result = await box.call(str(call.get("name")), call.get("arguments"))
+                if positions[index] >= MAX_CALLS_PER_MESSAGE:
+                    result = NOT_RUN
+                else:
+                    result = await box.call(str(call.get("name")), call.get("arguments"))
                 if result != recorded[index]:
                     return (
                         f"/stages/exec/transcript/tool_results/{index}/content",
                         f"tool call {index} ({call.get('name')}) gives another result when replayed",
                     )
-            diff = box.diff(before, await asyncio.to_thread(box.snapshot))
+            try:
+                diff = box.diff(before, await asyncio.to_thread(box.snapshot))
+            except Exception:
+                if isinstance(failure, str):
+                    return None
+                raise
         finally:
             await asyncio.to_thread(box.close)
         if diff != list(execution.get("state_diff") or []):

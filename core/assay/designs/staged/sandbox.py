@@ -20,23 +20,31 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import UsageError
+from ...components import RowProblem
+from ...errors import PackError, UsageError
 from ...sandboxes.beneath import Beneath, UnsafePath
-from ...sandboxes.box import BOX_INODES, box_dir, check_box, remove_box_dir
+from ...sandboxes.box import BOX_INODES, box_dir, check_box, item_disk_mb, remove_box_dir
 from ...sandboxes.fixtures import copy_fixture_tree, read_fixture
 from ...sandboxes.runner import CONFINE_FAILED, run_confined
+from ...sandboxes.sqlguard import (
+    LAY_DOWN_SECONDS,
+    LAY_DOWN_SQL_BYTES,
+    LAY_DOWN_VALUE_BYTES,
+    LayDownError,
+    guarded_connection,
+    lay_down_database,
+    quoted,
+)
 
 if TYPE_CHECKING:
     from .web import PageServer
 
-__all__ = ["CODE_OUTPUT_TAIL", "LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS"]
+__all__ = ["CODE_OUTPUT_TAIL", "LocalSandbox", "LocalSandboxFactory", "TOOL_SCHEMAS", "lay_down_problems"]
 
 
 def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -90,64 +98,30 @@ CODE_OUTPUT_TAIL = 2000
 _MAX_FILE = 1 << 20
 # Mailbox folders and message ids are names, never paths.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-#: How long one db_query may run before SQLite is interrupted.
-DB_QUERY_SECONDS = 5.0
 #: How long reading the whole database for a snapshot may take (its tables' digests then say it could not).
 DB_SNAPSHOT_SECONDS = 10.0
-#: The largest value (and SQL text) a query may make or read.
-DB_VALUE_BYTES = 128 << 10
-# What a query may do: read and change the task's tables. Everything that reaches a file or the engine is
-# refused: ATTACH/DETACH (and VACUUM INTO, which attaches its target), pragmas, extension loading.
-_PRAGMAS_READ_ONLY = frozenset(
-    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
-)
+#: The most mail the agent may send in one work item, in messages and in bytes (each message as stored).
+MAIL_MESSAGES, MAIL_BYTES = 256, 4 << 20
+#: The most memory entries, the longest key and value, and the whole memory file's size.
+MEMORY_ENTRIES, MEMORY_KEY_CHARS, MEMORY_VALUE_CHARS, MEMORY_BYTES = 1024, 256, 64 << 10, 1 << 20
+#: The engine's own stores' share of a work item's disk budget (ASSAY_BOX_DISK_MB): the database (DB_BYTES) and its
+#: journal, the mailbox and the memory file, with room to spare; the box's tree gets the rest. As root both are
+#: tmpfs mounts.
+STORES_MB = 64
 
 
 def _name(value: Any, what: str) -> str:
-    """A mailbox folder or message id: a plain name, or ValueError (shown to the agent)."""
+    """A mailbox folder or message id: a plain name, or ValueError (shown to the agent, or naming the pack's field)."""
     text = str(value)
     if not _NAME.fullmatch(text) or ".." in text:
         raise ValueError(f"{what} {text!r} is not a plain name")
     return text
 
 
-def _authorize(action: int, first: str | None, second: str | None, database: str | None, source: str | None) -> int:
-    """SQLite authorizer for agent queries: the task's tables only (see _PRAGMAS_READ_ONLY)."""
-    import sqlite3
-
-    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:  # the read-only ones take a table or index name, never a value
-        return sqlite3.SQLITE_OK if (first or "").lower() in _PRAGMAS_READ_ONLY else sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (second or "").lower() in ("load_extension", "readfile", "writefile"):
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
-
-
-def _database(path: Path, seconds: float = DB_QUERY_SECONDS) -> Any:
-    """A connection to the sandbox's database for agent queries and snapshots: bounded in what, how big, how long.
-
-    The agent chose the SQL and the data (generated columns, triggers and
-    views run whenever a row is read), and both run in the engine: the
-    authorizer keeps them inside the task's tables, and the limits keep one
-    call short. Values are capped at 128 KiB because a single SQL function
-    call (``instr``, ``replace``, ``like``) is one step for SQLite's progress
-    handler and costs up to the square of its arguments' length.
-    """
-    import sqlite3
-    import time
-
-    db = sqlite3.connect(path)
-    db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, DB_VALUE_BYTES)
-    db.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, DB_VALUE_BYTES)
-    db.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 200)
-    db.setlimit(sqlite3.SQLITE_LIMIT_EXPR_DEPTH, 200)
-    db.setlimit(sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH, 10)
-    db.set_authorizer(_authorize)
-    deadline = time.monotonic() + seconds
-    db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1_000)
-    return db
+def _refuse(case: Mapping[str, Any], pointer: str, problem: str) -> PackError:
+    """The PackError of a case field the engine will not lay down (the validator refuses it too)."""
+    # The pointer as a URI fragment (#/...): a row's error message masks what looks like a host path (/...).
+    return PackError(f"case {case.get('id')!r}, #{pointer}: {problem}; the pack does not validate ('assay validate')")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -164,11 +138,6 @@ def _blob(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _quoted(name: str) -> str:
-    """An SQL identifier for any name an agent gave a table (quotes doubled)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
@@ -178,12 +147,70 @@ def _addresses(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(x) for x in value or []]
 
 
-def _inside(root: Path, sandbox_path: str) -> Path:
-    """The real path of an absolute sandbox path; '..' cannot climb out."""
-    parts = [p for p in PurePosixPath("/" + str(sandbox_path).lstrip("/")).parts[1:] if p not in ("", ".")]
-    if ".." in parts:
-        raise ValueError(f"path {sandbox_path!r} leaves the workspace")
-    return root.joinpath(*parts) if parts else root
+def _memory_problem(memory: Mapping[str, str], key: str, value: str) -> str | None:
+    """Why storing ``key`` = ``value`` would pass the memory store's bounds (a case's or the agent's), or None."""
+    if len(key) > MEMORY_KEY_CHARS or len(value) > MEMORY_VALUE_CHARS:
+        return f"a memory key holds at most {MEMORY_KEY_CHARS} characters and a value {MEMORY_VALUE_CHARS}"
+    if key not in memory and len(memory) >= MEMORY_ENTRIES:
+        return f"memory holds at most {MEMORY_ENTRIES} entries"
+    grown = sum(len(k) + len(v) for k, v in memory.items() if k != key) + len(key) + len(value)
+    if grown > MEMORY_BYTES // 2:  # JSON escaping at most doubles what the file holds
+        return f"memory holds at most {MEMORY_BYTES // 2} characters in all"
+    return None
+
+
+def lay_down_problems(case: Mapping[str, Any], pack_root: Path) -> list[RowProblem]:
+    """What of a case's environment the local sandbox would refuse to lay down (the exec stage's ``check_case``).
+
+    Laid down in a private temporary folder, through the same guarded paths:
+    each file's path (an empty file: what a path can be does not depend on
+    its content) and fixture, the fixture tree, and the mail and memory
+    stores' bounds. The database is the validator's own check (its SQL laid
+    down in memory). ``assay validate`` and ``assay run`` refuse a case with
+    any of these, so a run never meets one.
+    """
+    import tempfile
+
+    environment = case.get("environment") or {}
+    problems: list[RowProblem] = []
+
+    def refuse(pointer: str, message: str) -> None:
+        problems.append(RowProblem(pointer, message, "lay-down"))
+
+    with tempfile.TemporaryDirectory(prefix="assay-check-") as scratch:
+        root = Path(scratch)
+        (root / "workspace").mkdir()
+        with Beneath(root) as tree:
+            for index, item in enumerate(environment.get("files") or []):
+                path = str(item.get("path", ""))
+                try:
+                    tree.write_bytes(path if path.startswith("/") else f"workspace/{path}", b"")
+                except (UnsafePath, OSError) as exc:
+                    refuse(f"/environment/files/{index}/path", f"cannot lay down {path!r}: {exc}")
+        for store in ("files", "web"):
+            for index, item in enumerate(environment.get(store) or []):
+                if isinstance(item, Mapping) and isinstance(item.get("fixture"), str):
+                    try:
+                        read_fixture(pack_root, item["fixture"])
+                    except PackError as exc:
+                        refuse(f"/environment/{store}/{index}/fixture", str(exc))
+        if isinstance(environment.get("fixture_tree"), str):
+            try:
+                copy_fixture_tree(pack_root, environment["fixture_tree"], root / "workspace")
+            except PackError as exc:
+                refuse("/environment/fixture_tree", str(exc))
+    mail = sum(len(json.dumps(m, sort_keys=True, indent=1)) for m in environment.get("emails") or [])
+    if mail > MAIL_BYTES:
+        refuse("/environment/emails", f"the mail holds {mail} bytes, more than the mail store's {MAIL_BYTES}")
+    memory: dict[str, str] = {}
+    for index, entry in enumerate(environment.get("memory") or []):
+        key, value = str(entry.get("key", "")), str(entry.get("value", ""))
+        problem = _memory_problem(memory, key, value)
+        if problem:
+            refuse(f"/environment/memory/{index}", problem)
+            break
+        memory[key] = value
+    return problems
 
 
 @dataclass
@@ -197,57 +224,83 @@ class LocalSandbox:
     code_limits: Mapping[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
     _site: str = ""
+    _sent_messages: int = 0
+    _sent_bytes: int = 0
 
     def __post_init__(self) -> None:
 
         env = self.case.get("environment", {})
         self.files = self.root / "files"
-        # The engine's own stores live apart from the box directory: an agent that fills its disk budget
-        # with code_run must not make the engine's mailbox, database or memory writes fail half-way.
-        self.stores = Path(tempfile.mkdtemp(prefix="assay-stores-"))
+        # The engine's own stores live apart from the box directory, in a budget of their own: an agent that fills
+        # its disk with code_run must not make the engine's mailbox, database or memory writes fail half-way.
+        self.stores = box_dir("assay-stores-", size_mb=STORES_MB)
+        self.stores.chmod(0o700)  # never mounted into a box; no box uid needs to enter it
         try:
             self._lay_down(env)
         except BaseException:
-            shutil.rmtree(self.stores, ignore_errors=True)
+            remove_box_dir(self.stores)
             raise
 
     def _lay_down(self, env: Mapping[str, Any]) -> None:
-        """Fill the stores from the case's environment (pack files are read without following links)."""
-        import sqlite3
+        """Fill the stores from the case's environment, as guardedly as the agent's tools reach them.
+
+        The case is untrusted input too: mail folders and ids must be plain
+        names, the database's SQL runs under the agent's authorizer (no
+        ATTACH, no pragma that writes, no extension) and within its size
+        bound, table and column names are quoted, and pack files are read
+        without following links. A field that breaks a rule is a PackError
+        naming its JSON pointer; nothing of it is laid down.
+        """
 
         self.mail = self.stores / "mail"
         self.files.mkdir(parents=True)
         (self.files / "workspace").mkdir()  # what code_run's /workspace link names, even in a case without files
         (self.mail / "inbox").mkdir(parents=True)
-        for item in env.get("files", []):
-            target = _inside(self.files, item["path"] if item["path"].startswith("/") else f"/workspace/{item['path']}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self._content(item))
+        with Beneath(self.files) as tree:
+            for index, item in enumerate(env.get("files", [])):
+                path = str(item["path"])
+                try:
+                    tree.write_bytes(path if path.startswith("/") else f"workspace/{path}", self._content(item))
+                except (UnsafePath, OSError) as exc:
+                    raise _refuse(
+                        self.case, f"/environment/files/{index}/path", f"cannot lay down {path!r}: {exc}"
+                    ) from None
         if env.get("fixture_tree"):  # the pack is untrusted too: its links are refused, never followed
             (self.files / "workspace").mkdir(exist_ok=True)
             copy_fixture_tree(self.pack_root, env["fixture_tree"], self.files / "workspace")
-        for message in env.get("emails", []):
-            folder = self.mail / message.get("folder", "inbox")
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{message['id']}.json").write_text(json.dumps(message, sort_keys=True, indent=1))
-        db = sqlite3.connect(self.stores / "db.sqlite")
-        database = env.get("database", {})
-        if database.get("schema_sql"):
-            db.executescript(database["schema_sql"])
-        if database.get("fixture"):
-            db.executescript(read_fixture(self.pack_root, database["fixture"]).decode("utf-8", errors="replace"))
-        for table, rows in database.get("tables", {}).items():
-            for row in rows:
-                columns = list(row)
-                db.execute(
-                    f'INSERT INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
-                    f"VALUES ({', '.join('?' for _ in columns)})",
-                    [row[c] for c in columns],
-                )
-        db.commit()
-        db.close()
-        memory = {entry["key"]: entry["value"] for entry in env.get("memory", [])}
-        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True))
+        laid = 0
+        for index, message in enumerate(env.get("emails", [])):
+            names = {}
+            for member, default in (("folder", "inbox"), ("id", None)):
+                try:
+                    names[member] = _name(message.get(member, default), f"mail {member}")
+                except ValueError as exc:
+                    raise _refuse(self.case, f"/environment/emails/{index}/{member}", str(exc)) from None
+            folder = self.mail / names["folder"]
+            folder.mkdir(exist_ok=True)
+            stored = json.dumps(message, sort_keys=True, indent=1)
+            laid += len(stored)
+            if laid > MAIL_BYTES:
+                raise _refuse(self.case, f"/environment/emails/{index}", f"the mail holds more than {MAIL_BYTES} bytes")
+            (folder / f"{names['id']}.json").write_text(stored)
+        db = guarded_connection(
+            self.stores / "db.sqlite", LAY_DOWN_SECONDS, value_bytes=LAY_DOWN_VALUE_BYTES, sql_bytes=LAY_DOWN_SQL_BYTES
+        )
+        try:
+            lay_down_database(db, env.get("database", {}), lambda relative: read_fixture(self.pack_root, relative))
+        except LayDownError as exc:
+            raise _refuse(self.case, exc.pointer, exc.message) from None
+        finally:
+            db.close()
+        memory: dict[str, str] = {}
+        for index, entry in enumerate(env.get("memory", [])):
+            key, value = str(entry["key"]), str(entry["value"])
+            problem = _memory_problem(memory, key, value)
+            if problem:
+                member = "key" if len(key) > MEMORY_KEY_CHARS else "value" if len(value) > MEMORY_VALUE_CHARS else ""
+                raise _refuse(self.case, f"/environment/memory/{index}" + (f"/{member}" if member else ""), problem)
+            memory[key] = value
+        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True, ensure_ascii=False))
         self.page_paths = {}
         for page in env.get("web", []):
             path = "/" + page["url"].split("://", 1)[-1].split("/", 1)[-1] if "://" in page["url"] else page["url"]
@@ -351,23 +404,42 @@ class LocalSandbox:
         }
         sent = self.mail / "sent"
         sent.mkdir(exist_ok=True)
+        stored = json.dumps(message, sort_keys=True, indent=1)
+        size = len(stored.encode("utf-8", "surrogatepass"))
+        if self._sent_messages >= MAIL_MESSAGES or self._sent_bytes + size > MAIL_BYTES:
+            return (
+                f"error: the mailbox is full ({MAIL_MESSAGES} messages or {MAIL_BYTES >> 20} MiB of sent mail at "
+                "most); the message was not sent"
+            )
+        self._sent_messages += 1
+        self._sent_bytes += size
         number = len(list(sent.glob("*.json"))) + 1
-        (sent / f"sent-{number:03d}.json").write_text(json.dumps(message, sort_keys=True, indent=1))
+        (sent / f"sent-{number:03d}.json").write_text(stored, errors="surrogatepass")
         # Evidence is taken when the tool runs: whatever happens to the mailbox later, this mail went out.
         recipients = ",".join(sorted(message["to"] + message["cc"] + message["bcc"]))
         self.events.append({"store": "email", "op": "sent", "target": f"to:{recipients}|subject:{message['subject']}"})
         return f"sent to {', '.join(message['to'] + message['cc'] + message['bcc'])}"
 
     def _tool_db_query(self, sql: str) -> str:
-        db = _database(self.stores / "db.sqlite")
+        db = guarded_connection(self.stores / "db.sqlite")
         try:
             cursor = db.execute(sql)
-            rows = cursor.fetchmany(200)
-            db.commit()
             if cursor.description is None:
+                db.commit()
                 return f"ok ({db.total_changes} rows changed)"
+            # Rows are fetched one at a time and shown until the agent would see no more of them (its result is cut
+            # at _MAX_RESULT characters): the engine never holds a result's rows, which one query can make huge.
             header = [d[0] for d in cursor.description]
-            return json.dumps([dict(zip(header, row, strict=True)) for row in rows], default=_blob)
+            shown, length = [], 1
+            for _ in range(200):
+                row = cursor.fetchone()
+                if row is None or length > _MAX_RESULT:
+                    break
+                values = [value[: _MAX_RESULT + 1] if isinstance(value, str) else value for value in row]
+                shown.append(json.dumps(dict(zip(header, values, strict=True)), default=_blob))
+                length += len(shown[-1]) + 2
+            db.commit()
+            return "[" + ", ".join(shown) + "]"
         finally:
             db.close()
 
@@ -381,14 +453,17 @@ class LocalSandbox:
 
     def _tool_memory_write(self, key: str, value: str) -> str:
         memory = self._memory()
+        problem = _memory_problem(memory, str(key), str(value))
+        if problem:
+            return f"error: {problem}; nothing was stored"
         memory[str(key)] = str(value)
-        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True))
+        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True, ensure_ascii=False))
         return f"remembered {key}"
 
     def _tool_memory_delete(self, key: str) -> str:
         memory = self._memory()
         memory.pop(str(key), None)
-        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True))
+        _write_atomic(self.stores / "memory.json", json.dumps(memory, sort_keys=True, ensure_ascii=False))
         return f"forgot {key}"
 
     async def _tool_web_fetch(self, url: str) -> str:
@@ -426,7 +501,7 @@ class LocalSandbox:
             limits=self.code_limits,
             links={"/workspace": "workspace"},
         )
-        if exit_code == CONFINE_FAILED and "cannot confine" in output:
+        if exit_code == CONFINE_FAILED:
             return "error: the sandbox could not confine the code, so it was not run"
         # The code store's state is each run and what it printed: a code oracle asks for what only running the
         # code produces (a digest of what it read, say), never for the text of the code alone.
@@ -474,10 +549,12 @@ class LocalSandbox:
         import sqlite3
 
         state: dict[str, str] = {}
-        db = _database(self.stores / "db.sqlite", DB_SNAPSHOT_SECONDS)
+        db = guarded_connection(self.stores / "db.sqlite", DB_SNAPSHOT_SECONDS)
         try:
+            # SQLite's own objects are named sqlite_...; LIKE's '_' would match any character, and an agent's
+            # trigger named sqlitex... would never reach the diff.
             objects = db.execute(
-                "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+                "SELECT type, name, sql FROM sqlite_master WHERE substr(name, 1, 7) <> 'sqlite_' ORDER BY type, name"
             ).fetchall()
             for kind, name, sql in objects:
                 if kind != "table":
@@ -487,7 +564,7 @@ class LocalSandbox:
                 try:
                     rows = sorted(
                         hashlib.sha256(json.dumps(list(r), default=repr).encode("utf-8", "surrogatepass")).digest()
-                        for r in db.execute(f"SELECT * FROM {_quoted(name)}")
+                        for r in db.execute(f"SELECT * FROM {quoted(name)}")
                     )
                     for row in rows:
                         digest.update(row)
@@ -526,7 +603,7 @@ class LocalSandbox:
         if self._site:
             self.pages.unregister(self._site)
         remove_box_dir(self.root)
-        shutil.rmtree(self.stores, ignore_errors=True)
+        remove_box_dir(self.stores)
 
 
 _CODE_LIMITS = ("cpu_s", "memory_mb", "processes", "file_mb", "tmp_mb", "wall_s")
@@ -552,7 +629,8 @@ class LocalSandboxFactory:
         options = dict(options or {})
         if self._pages is None:
             self._pages = PageServer()
-        root = box_dir("assay-sandbox-")
+        # The item's disk budget, less what the engine's own stores may take (see STORES_MB).
+        root = box_dir("assay-sandbox-", size_mb=max(16, item_disk_mb() - STORES_MB))
         # code_run's box: the defaults of workspace_limits unless the sandbox spec names others.
         limits: dict[str, Any] = {"cpu_s": 10, "memory_mb": 512, "wall_s": 20}
         limits.update(self.validate_options(options))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...components import Analysis, CaseKind, Family, Outcome, RunCheck, RunOption, Stage
+from ...components import Analysis, CaseKind, Family, Outcome, RowProblem, RunCheck, RunOption, Stage
 from ...hookspecs import Register, hookimpl
 from ...lazy import lazy
 from ...outcomes import stage_field
@@ -41,6 +41,22 @@ def _preflight(check: RunCheck) -> None:
     check_box()
 
 
+def verification_gate(row: Mapping[str, Any], planned: frozenset[str]) -> list[RowProblem]:
+    """A trajectory whose checker the agent kept from running is not a success: a row may not claim both."""
+    outcome = row["stages"].get("trajectory")
+    if outcome is not None and outcome.get("verification_failure") is not None and outcome.get("success") is not False:
+        return [
+            RowProblem(
+                "/stages/trajectory/success",
+                "the row says its checker could not run because of the agent, which scores the task as failed, "
+                "but it records success",
+                "verdict-mismatch",
+                kind="integrity",
+            )
+        ]
+    return []
+
+
 CONTROLLER = RunOption(
     "controller",
     "Trajectory controller mode: strict (a malformed action ends the run) or repair (default).",
@@ -56,6 +72,7 @@ STAGE = Stage(
     outcome_schema={"$ref": f"{RESULT_ROW_SCHEMA}#/$defs/trajectory"},
     run=lazy("assay.designs.trajectory.stage:run_trajectory"),
     replayer=lazy("assay.designs.trajectory.replay:TrajectoryReplayer"),
+    check_row=verification_gate,
     options=(CONTROLLER,),
     preflight=_preflight,
     scripted=lazy("assay.designs.trajectory.scripted:trajectory_answer"),
