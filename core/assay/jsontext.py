@@ -67,6 +67,24 @@ def _text(value: Any) -> str:
         return f"<{type(value).__name__}>"
 
 
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` is already what :func:`json_safe` would make it (a walk that allocates nothing)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-_EXACT <= value <= _EXACT)
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict:
+        return all(type(key) is str and _plain(item, depth + 1) for key, item in value.items())
+    if kind is list:
+        return all(_plain(item, depth + 1) for item in value)
+    return False
+
+
 def json_safe(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON every reader parses alike: no integer beyond 2**53, no NaN or infinity, bounded depth.
 
@@ -76,6 +94,8 @@ def json_safe(value: Any, depth: int = 0) -> Any:
     become text. Everything else is returned as it is (the same object when
     nothing in it changed, so the common row costs one walk and no copy).
     """
+    if _plain(value, depth):
+        return value  # the usual case: one walk, no copy
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):

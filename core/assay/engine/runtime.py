@@ -288,7 +288,9 @@ class Runtime:
                 ctx.row["errors"].append({"stage": stage, "type": failure_type(exc), "message": failure_message(exc)})
                 break
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
-        row: dict[str, Any] = withhold(json_safe(ctx.row), ctx.policy)  # bounded depth first: withhold recurses
+        row: dict[str, Any] = ctx.row
+        if ctx.policy.get("disclosure") == "hash_only":
+            row = withhold(json_safe(row), ctx.policy)  # bounded depth first: withhold recurses
         identity = {
             "key": item.key(),
             "case_digest": self._index[item.case_id]["sha256"],
