@@ -569,3 +569,18 @@ def test_a_permission_row_claiming_a_verification_failure_cannot_score_for_the_a
 
     report = validate_path(_forged(permission_bundle, tmp_path, forge), load_plugins().registry, pack=EXAMPLE_PACK)
     assert not report.ok, "a verification failure with utility succeeded validates"
+
+
+def test_a_pack_cannot_fill_the_engines_stores_past_their_bounds(tmp_path):
+    """Mail and memory a case lays down count against the stores' bounds, as the agent's own writes do: a pack whose
+    stores would not fit is refused by the check the validator and the run make, with the member's pointer."""
+    from assay.designs.staged.sandbox import MAIL_BYTES, MEMORY_BYTES, lay_down_problems
+
+    mail = [{"id": f"m{i}", "from": "a@x", "to": ["b@x"], "subject": "s", "body": "x" * (1 << 20)} for i in range(5)]
+    memory = [{"key": f"k{i}", "value": "v" * 60_000} for i in range(MEMORY_BYTES // 2 // 60_000 + 1)]
+    case = {"id": "c", "kind": "attack", "environment": {"emails": mail, "memory": memory}}
+    problems = {problem.pointer: problem.message for problem in lay_down_problems(case, tmp_path)}
+    assert "/environment/emails" in problems and str(MAIL_BYTES) in problems["/environment/emails"]
+    assert any(pointer.startswith("/environment/memory/") for pointer in problems), problems
+    with pytest.raises(PackError, match="#/environment/emails"):
+        LocalSandboxFactory().create(case, pack_root=tmp_path).close()
