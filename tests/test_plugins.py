@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 
 import assay
+import assay.api
 from assay import hookspecs
 from assay.components import Family
 from assay.errors import DuplicateNameError, PluginError
@@ -78,8 +79,10 @@ def test_family_defaults_carry_channels_and_labels(builtins_host):
 
 def test_describe_gives_provenance(builtins_host):
     rows = builtins_host.describe()
-    assert {"kind", "name", "plugin", "distribution", "version"} == set(rows[0])
+    assert {"kind", "name", "plugin", "distribution", "version", "files_sha256"} == set(rows[0])
     assert all(row["distribution"] == "assay" and row["version"] == assay.__version__ for row in rows)
+    # Which code it was: one digest of the engine's installed files, the same for every built-in.
+    assert len({row["files_sha256"] for row in rows}) == 1 and rows[0]["files_sha256"].startswith("sha256:")
 
 
 class _ThrowawayFamilies:
@@ -134,7 +137,30 @@ def test_a_component_that_falls_short_of_its_protocol_is_told_what_it_lacks():
     with pytest.raises(PluginError) as info:
         PluginHost().register(Plugin(), "half-judge")
     message = str(info.value)
-    assert "it is not a Judge: it has no 'instance'" in message and "'name'" not in message.split("it has no")[1]
+    lacks = "it is not a Judge: it has no 'version', 'prompt_template', 'prompt_sha256', 'instance'"
+    assert lacks in message and "'name'" not in message.split("it has no")[1]
+
+
+def test_a_judge_whose_prompt_digest_is_not_its_templates_is_refused_at_registration():
+    """A judge declares who it is on the class; a digest that does not cover its template is a plugin error."""
+
+    class Liar:
+        name = "liar"
+        description = "Claims another judge's prompt."
+        version = "1"
+        prompt_template = "my own prompt"
+        prompt_sha256 = assay.api.template_digest("someone else's prompt")
+
+        def instance(self, options, make_endpoint):
+            raise AssertionError("never built")
+
+    class Plugin:
+        @assay.hookimpl
+        def register_judges(self, register):
+            register(Liar())
+
+    with pytest.raises(PluginError, match=r"registered judge 'liar', but its prompt_sha256 .* is not the digest"):
+        PluginHost().register(Plugin(), "liar-judge")
 
 
 def test_misspelled_hook_is_a_plugin_error_naming_the_plugin():

@@ -14,6 +14,7 @@ import pytest
 from conftest import EXAMPLE_PACK
 
 import assay
+import assay.api
 from assay.bundle import RUN_FILE
 from assay.components import CaseKind, Family, PackCheckResult, RunOption, Stage
 from assay.engine.check import check_pack
@@ -270,6 +271,9 @@ class BareJudge:
 
     name = "bare"
     description = "Labels nothing."
+    version = "1"
+    prompt_template = "labels nothing"
+    prompt_sha256 = assay.api.template_digest("labels nothing")
 
     def instance(self, options, make_endpoint=None):
         class Instance:
@@ -363,7 +367,7 @@ def test_the_audit_has_its_own_judge_role(tmp_path):
     outcome = execute_run(settings, host=host)
     assert outcome.report.ok, [i.format() for i in outcome.report.ordered()[:5]]
     run = json.loads((outcome.bundle / RUN_FILE).read_text())
-    assert {judge["stage"]: judge["name"] for judge in run["judges"]} == {"semantic": "rule", "audit": "llm"}
+    assert {judge["stage"]: judge["name"] for judge in run["judges"]} == {"semantic": "calibrated", "audit": "llm"}
     assert "stage_options" not in run  # a judge option is recorded as the stage's judge, not as text
     with pytest.raises(UsageError, match="--audit-judge 'nobody': judge 'nobody' is not a registered plugin"):
         execute_run(

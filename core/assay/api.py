@@ -42,6 +42,8 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
 * A pack a plugin writes itself (generated from another benchmark's data, say):
   :func:`lock_manifest` fills in its manifest's file lists and digest, as
   ``assay pack lock`` does.
+* A judge's identity: :func:`template_digest`, the ``prompt_sha256`` a judge
+  class declares for its ``prompt_template`` (see :mod:`assay.judging`).
 * Errors: :class:`BackendError` (a model call failed for good),
   :class:`UsageError` (bad options, one line for the user), :class:`PluginError`.
 """
@@ -86,6 +88,7 @@ from .engine.messages import ChatRequest, ChatResponse
 from .engine.stages.context import StageContext
 from .errors import BackendError, PluginError, UsageError
 from .hookspecs import Register, hookimpl
+from .judging import template_digest
 from .packs import Pack, lock_manifest
 from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, ReplaySetup, run_deterministic
 from .stats import holm_adjust, mcnemar_exact, rate, wilson_interval
@@ -172,5 +175,6 @@ __all__ = [
     "policy_document",
     "rate",
     "run_deterministic",
+    "template_digest",
     "wilson_interval",
 ]

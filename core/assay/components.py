@@ -652,11 +652,34 @@ class JudgeInstance(Protocol):
 
 @runtime_checkable
 class Judge(Protocol):
-    """A judge that labels stage outcomes from a transcript."""
+    """A judge that labels stage outcomes from a transcript.
+
+    Its identity is declared on the class, so that a validator knows it
+    without configuring one: ``version``, ``prompt_template`` (the text it
+    asks a model with, or for a judge that asks none the rules or weights it
+    applies) and ``prompt_sha256``, the digest of that template
+    (:func:`assay.judging.template_digest`), checked when it is registered.
+    The host, not the judge, records who judged: see :mod:`assay.judging`.
+    """
 
     @property
     def name(self) -> str:
         """The judge's registered name, as ``--judge NAME`` and run manifests give it."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The judge's version: it changes whenever a verdict could change."""
+        ...
+
+    @property
+    def prompt_template(self) -> str:
+        """What the judge asks a model with (or, for a judge that asks none, the rules or weights it applies)."""
+        ...
+
+    @property
+    def prompt_sha256(self) -> str:
+        """``sha256:<hex>`` of :attr:`prompt_template`; the host refuses a judge whose digest is not its template's."""
         ...
 
     @property

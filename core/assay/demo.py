@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(issue.format())
             return 1
         settings = RunSettings(
-            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="rule",
+            pack=args.pack, endpoints=[args.endpoint], out=args.out, sample=args.sample, judge="calibrated",
             defenses=args.defenses or ["D0", "D3"], max_tokens=args.max_tokens, resume=True, progress=True,
         )  # fmt: skip
-        print(f"running {args.sample} of {pack.name} against {args.endpoint} with the rule judge ...", flush=True)
+        print(f"running {args.sample} of {pack.name} against {args.endpoint} with the calibrated judge ...", flush=True)
         outcome = execute_run(settings, host=host)
         archive_report = validate_path(outcome.archive, host.registry)
         for issue in archive_report.ordered():

@@ -33,6 +33,7 @@ from typing import Any
 import pluggy
 
 from . import __version__, hookspecs
+from .distributions import files_digest
 from .errors import DuplicateNameError, PluginError
 
 __all__ = [
@@ -108,6 +109,7 @@ class Registration:
             "plugin": self.plugin,
             "distribution": self.distribution,
             "version": self.version,
+            **({"files_sha256": digest} if (digest := files_digest(self.distribution)) else {}),
         }
 
 
@@ -369,6 +371,15 @@ class PluginHost:
 
         def register(component: object) -> None:
             component_name = _component_name(kind, component, plugin_name)
+            if kind == "judges":
+                from .judging import declaration_problem  # judging needs Registration from here
+
+                problem = declaration_problem(component)
+                if problem is not None:
+                    raise PluginError(
+                        f"plugin {plugin_name!r} registered judge {component_name!r}, but {problem} "
+                        "(see the Judge protocol in assay.components)"
+                    )
             if self._trace is not None:
                 self._trace(f"assay   registered {singular(kind)} {component_name}\n")
             self.registry.add(Registration(kind, component_name, component, plugin_name, distribution, version, former))

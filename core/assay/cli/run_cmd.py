@@ -112,7 +112,7 @@ def save_run_file(path: Path, data: dict[str, Any]) -> None:
 )
 @click.option("--seeds", help="Comma-separated seeds (default 0).")
 @click.option("--stages", help="Comma-separated stages (default: every stage the pack's cases support).")
-@click.option("--judge", help="Judge spec: rule (default) or llm:backend=NAME,<backend options>.")
+@click.option("--judge", help="Judge spec: calibrated (default), rule, or llm:backend=NAME,<backend options>.")
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Output folder (bundle/, bundle.zip, state/)."
 )
@@ -219,7 +219,7 @@ def run_command(ctx: click.Context, /, run_file: Path | None, **options: Any) ->
         defenses=list(data.get("defenses") or []),
         seeds=[int(s) for s in data.get("seeds") or [0]],
         stages=data.get("stages"),
-        judge=str(data.get("judge") or "rule"),
+        judge=str(data.get("judge") or "calibrated"),
         limit=_maybe_whole(data, "limit"),
         sample=data.get("sample"),
         sample_seed=_whole(data, "sample_seed", 0),

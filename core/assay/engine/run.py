@@ -71,7 +71,7 @@ class RunSettings:
     defenses: Sequence[str] = ()  # none: every registered default condition
     seeds: Sequence[int] = (0,)
     stages: Sequence[str] | None = None
-    judge: str = "rule"
+    judge: str = "calibrated"
     limit: int | None = None
     sample: str | None = None
     sample_seed: int = 0
@@ -135,7 +135,9 @@ class RunOutcome:
     failures: tuple[str, ...] = ()
 
 
-def _resolve_pack(text: str, host: PluginHost) -> Pack:
+def resolve_pack(text: str, host: PluginHost) -> Pack:
+    """The pack a ``--pack`` value names: a pack directory, or an installed pack's ``NAME`` or ``NAME@VERSION``
+    (UsageError naming the installed ones otherwise)."""
     path = Path(text)
     if find_manifest(path) is not None:
         return Pack.from_directory(path)
@@ -358,7 +360,7 @@ def _check_placements(conditions: Sequence[str], stages: Sequence[str], host: Pl
 def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> RunOutcome:
     """Run (or resume) a whole run and return where its sealed bundle is."""
     host = host or load_plugins()
-    pack = _resolve_pack(settings.pack, host)
+    pack = resolve_pack(settings.pack, host)
     problem = pack.integrity_problem()
     if problem is not None:
         # Invalid input, not a usage error: the pack's files do not match what it claims (exit 1).

@@ -17,6 +17,7 @@ from typing import Any
 from ..components import Backend, Defense, Endpoint, Family, JudgeInstance, Oracle, Sandbox, Stage
 from ..errors import ConfinementError, PackError, SpecError, UsageError
 from ..jsontext import json_safe
+from ..judging import HostedJudge
 from ..packs import Pack
 from ..plugins import PluginHost, load_plugins
 from ..policies import withhold
@@ -199,7 +200,10 @@ class Runtime:
                 self._make_endpoint(f"judge-{backend}", backend, dict(backend_options)), self._cache
             ),
         )
-        return instance
+        # The host, not the judge, says who judged (see assay.judging).
+        registration = self.host.registry.registration("judges", spec)
+        assert registration is not None
+        return HostedJudge(instance, registration)
 
     def _make_endpoint(self, endpoint_id: str, backend_name: str, options: dict[str, str]) -> Endpoint:
         backend: Backend | None = self.host.registry.get("backends", backend_name)

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..bundle import write_bytes_atomic
 from ..errors import UsageError
+from ..judging import judge_text
 from ..plugins import PluginHost
 from ..stats import mcnemar_exact
 from .submit import read_index
@@ -86,7 +87,7 @@ def rank_entries(
             b = sum(1 for key in shared if entry.outcomes[key] and not other.outcomes[key])
             c = sum(1 for key in shared if other.outcomes[key] and not entry.outcomes[key])
             versus = (len(shared), b, c, mcnemar_exact(b, c))
-        judges = ", ".join(sorted({str(j.get("name")) for j in run.get("judges", [])})) or "none"
+        judges = "; ".join(judge_text(j) for j in run.get("judges", []) if isinstance(j, dict)) or "none"
         ranked.append(
             RankedEntry(
                 rank=position + 1,

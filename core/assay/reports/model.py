@@ -15,6 +15,7 @@ from typing import Any
 
 from ..components import MetricValue
 from ..health import endpoint_health, health_warnings
+from ..judging import judge_text
 from ..schemas import STAGES
 from ._load import ReportData
 
@@ -221,6 +222,7 @@ def _facts(data: ReportData, scripted: frozenset[str]) -> Table:
         ("Epochs", str(plan.get("epochs"))),
         ("Protocols", _join(plan.get("protocols", []))),
         ("Stages", _join(plan.get("stages", []))),
+        ("Judges", "; ".join(judge_text(j) for j in run.get("judges", []) if isinstance(j, dict)) or "none"),
         ("Cases", str(len(plan.get("cases", [])))),
         ("Rows", str(rows)),
         ("Scripted rows", f"{scripted_rows} of {rows}"),

@@ -25,6 +25,7 @@ from ..documents import SourceDocument
 from ..errors import SpecError
 from ..hashing import digest_document, digest_file
 from ..health import HealthTally, health_warnings
+from ..judging import judge_problems, producer_difference
 from ..packs import Pack
 from ..plan_matrix import KEY_FIELDS, PlanMatrix
 from ..plugins import Registry
@@ -657,6 +658,14 @@ def _extension_stages(
     return checks
 
 
+def _judge_label(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "none"
+    return " ".join(
+        str(part) for part in (entry.get("name"), entry.get("version"), entry.get("model")) if part is not None
+    )
+
+
 def _check_run_references(
     run: dict[str, Any], run_doc: SourceDocument, name: str, registry: Registry, report: Report
 ) -> None:
@@ -682,8 +691,13 @@ def _check_run_references(
                 "defense-digest",
             )
     for index, judge in enumerate(run["judges"]):
-        if registry.get("judges", judge["name"]) is None:
+        installed = registry.registration("judges", judge["name"])
+        if installed is None:
             add(f"/judges/{index}/name", f"judge {judge['name']!r} is not a registered plugin", "unknown-judge")
+        # Who judged is checked, not taken: the recorded registration, version and prompt digest are the
+        # installed judge's, or the verdicts are another judge's (see assay.judging).
+        for suffix, message in judge_problems(judge, installed):
+            add(f"/judges/{index}{suffix}", message, "judge-mismatch")
     planned_endpoints = set(run["plan"]["endpoints"])
     described_endpoints = {endpoint["id"] for endpoint in run["endpoints"]}
     for missing in sorted(planned_endpoints - described_endpoints):
@@ -870,6 +884,8 @@ def _check_rows(
     plan = run["plan"]
     scripted = {endpoint["id"]: bool(endpoint.get("scripted", False)) for endpoint in run["endpoints"]}
     run_judges = {judge["name"] for judge in run["judges"]}
+    # The produced_by each judged stage's verdicts must carry: the manifest's judge of that stage.
+    stage_judges = {judge["stage"]: judge for judge in run["judges"]}
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
     stages = frozenset(plan["stages"])
     # What each planned stage checks of a row beyond the schema (the audit gate, say): its plugin's check_row.
@@ -1022,6 +1038,20 @@ def _check_rows(
                     "unlisted-judge",
                     counts,
                 )
+            if producer["kind"] == "judge" and producer["name"] in run_judges:
+                differs = producer_difference(producer, stage_judges.get(stage_name))
+                if differs is not None:
+                    _row_error(
+                        report,
+                        file,
+                        number,
+                        f"/stages/{stage_name}/produced_by/{differs}",
+                        f"the {stage_name} verdict's judge {differs} is {producer.get(differs)!r}; the run "
+                        f"manifest's judge of that stage is {_judge_label(stage_judges.get(stage_name))}",
+                        Rank.INTEGRITY,
+                        "judge-mismatch",
+                        counts,
+                    )
             if producer["kind"] == "judge" and producer["name"] not in judges:
                 _row_error(
                     report,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..components import JudgeInstance, Stage
+from ..judging import HostedJudge
 from ..plugins import Registry
 from ..rederive import NotDeterministic, RederiveSetup, key_text
 from ..stage_order import stage_order
@@ -39,10 +40,10 @@ def _no_endpoint(backend: str, options: Mapping[str, str]) -> Any:
 def deterministic_judges(registry: Registry) -> dict[str, JudgeInstance]:
     """An instance (default options) of every registered judge that declares ``deterministic = True``."""
     found: dict[str, JudgeInstance] = {}
-    for name, judge in registry.items("judges").items():
-        if getattr(judge, "deterministic", False) is True:
+    for registration in registry.registrations("judges"):
+        if getattr(registration.component, "deterministic", False) is True:
             try:
-                found[name] = judge.instance({}, _no_endpoint)
+                found[registration.name] = HostedJudge(registration.component.instance({}, _no_endpoint), registration)
             except Exception:  # noqa: BLE001 - plugin boundary: a judge that cannot be built is not re-derived
                 continue
     return found

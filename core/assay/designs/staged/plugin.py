@@ -253,11 +253,13 @@ def register_defenses(register: Register) -> None:
 
 @hookimpl
 def register_judges(register: Register) -> None:
-    """Register the ``rule`` and ``llm`` judges."""
+    """Register the ``rule``, ``calibrated`` and ``llm`` judges."""
+    from .judges.calibrated import CalibratedJudge
     from .judges.llm import LLMJudge
     from .judges.rule import RuleJudge
 
-    judges: tuple[Judge, ...] = (RuleJudge(), LLMJudge())  # typed as the protocol so that mypy checks them
+    # Typed as the protocol so that mypy checks them.
+    judges: tuple[Judge, ...] = (RuleJudge(), CalibratedJudge(), LLMJudge())
     for judge in judges:
         register(judge)
 
@@ -306,7 +308,9 @@ def register_report_sections(register: Register) -> None:
 
 @hookimpl
 def register_commands(register: Register) -> None:
-    """Register ``assay rejudge``."""
+    """Register ``assay rejudge`` and ``assay judge calibrate``."""
+    from .calibrate_cmd import judge_group
     from .rejudge_cmd import rejudge_command
 
     register(rejudge_command)
+    register(judge_group)

@@ -27,13 +27,12 @@ from typing import Any
 
 from ...components import RowProblem
 from ...rederive import NOTHING, NotDeterministic, Rederived, RederiveSetup, key_text, run_deterministic
-from .audit import AUDIT_VERSION, run_audit
+from .audit import AUDIT_VERSIONS, run_audit
 from .rejudge import prompt_texts
 
 __all__ = ["AuditRederiver", "ExecRederiver", "SemanticRederiver"]
 
 _MISMATCH = "verdict-mismatch"
-_AUDIT_RULE = {"kind": "rule", "name": "audit-evidence", "version": AUDIT_VERSION}
 
 
 def _problem(pointer: str, message: str) -> RowProblem:
@@ -131,9 +130,18 @@ class AuditRederiver:
         """Re-derive one row's audit stage."""
         audit, semantic = row["stages"]["audit"], row["stages"].get("semantic")
         producer = audit.get("produced_by", {})
+        by_rule = producer.get("kind") == "rule" and producer.get("name") == "audit-evidence"
         # An audit the engine's own stage did not produce (a synthetic bundle's) has nothing to redo.
-        if semantic is None or case is None or not (producer.get("kind") == "judge" or producer == _AUDIT_RULE):
+        if semantic is None or case is None or not (producer.get("kind") == "judge" or by_rule):
             return NOTHING
+        # The evidence version the row was recorded with (rows before v3 name it only in a rule producer).
+        version = audit.get("evidence_version") or (producer.get("version") if by_rule else AUDIT_VERSIONS[0])
+        if version not in AUDIT_VERSIONS:
+            message = (
+                f"audit evidence version {version!r} is not one this validator re-derives ({', '.join(AUDIT_VERSIONS)})"
+                f" ({key_text(row['key'])})"
+            )
+            return Rederived(1, (_problem("/stages/audit/evidence_version", message),))
         fallback = self.judges.get(producer.get("name")) if producer.get("kind") == "judge" else None
         context = SimpleNamespace(
             case=case,
@@ -142,6 +150,7 @@ class AuditRederiver:
                  "final_output": row.get("final_output")},
             judge=fallback if fallback is not None else _RecordedFallback(audit),
             options={},  # the fallback is the judge that recorded it, whichever option chose it
+            audit_version=version,
         )  # fmt: skip
         try:
             run_deterministic(run_audit(context))  # type: ignore[arg-type]  # the audit reads only these members

@@ -36,6 +36,7 @@ from ...engine.messages import BackendError
 from ...engine.specs import parse_spec
 from ...errors import PackError, SpecError, UsageError
 from ...hashing import digest_file
+from ...judging import HostedJudge
 from ...packs import Pack
 from ...plugins import Registry
 from ...reports import BundleFiles
@@ -191,7 +192,9 @@ def build_judge(spec: str, registry: Registry) -> SemanticJudge:
             raise UsageError(f"backend {backend_name!r} is not a registered plugin (see 'assay plugins')")
         return CachedEndpoint(backend.endpoint(f"judge-{backend_name}", dict(options)), None)
 
-    return judge_roles(judge.instance(dict(parsed.options), make_endpoint), "semantic")
+    registration = registry.registration("judges", parsed.plugin)
+    assert registration is not None
+    return judge_roles(HostedJudge(judge.instance(dict(parsed.options), make_endpoint), registration), "semantic")
 
 
 def load_cases(bundle: BundleFiles, registry: Registry, pack_root: Path | None = None) -> dict[str, dict[str, Any]]:

@@ -11,10 +11,11 @@ from ...engine.stages.context import StageContext
 from .judges import judge_roles
 from .prompts import semantic_messages
 
-__all__ = ["run_semantic"]
+__all__ = ["call_text", "run_semantic"]
 
 
-def _call_text(call: Mapping[str, Any]) -> str:
+def call_text(call: Mapping[str, Any]) -> str:
+    """One native tool call as the final output writes it: ``name(arguments JSON)``."""
     arguments = call["arguments"]
     return f"{call['name']}({arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)})"
 
@@ -22,7 +23,7 @@ def _call_text(call: Mapping[str, Any]) -> str:
 def _final_text(response: ChatResponse) -> str:
     text = response.content or ""
     if response.tool_calls:
-        calls = "; ".join(_call_text(c) for c in response.tool_calls)
+        calls = "; ".join(call_text(c) for c in response.tool_calls)
         text = f"{text}\n[tool calls] {calls}".strip()
     return text
 

@@ -23,12 +23,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ....hashing import digest_document
+from ....hashing import canonical_json
+from ....judging import template_digest
 from ._evidence import attacker_indicators, leaked_objects, refuses, strip_echo
+from ._measured import measured
 
 __all__ = ["RULE_VERSION", "RuleJudge", "RuleJudgeInstance"]
 
 RULE_VERSION = "rule-v1"
+#: The rule judge's prompt template: its version, as one canonical JSON document (the rules are the version's).
+RULE_TEMPLATE = canonical_json({"rules": RULE_VERSION}).decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -43,12 +47,17 @@ class RuleJudgeInstance:
             "name": self.name,
             "stage": stage,
             "version": RULE_VERSION,
-            "prompt_sha256": digest_document({"rules": RULE_VERSION}),
+            "prompt_sha256": template_digest(RULE_TEMPLATE),
         }
 
     def producer(self) -> dict[str, Any]:
         """The ``produced_by`` of outcomes this judge labels."""
-        return {"kind": "judge", "name": self.name, "version": RULE_VERSION}
+        return {
+            "kind": "judge",
+            "name": self.name,
+            "version": RULE_VERSION,
+            "prompt_sha256": template_digest(RULE_TEMPLATE),
+        }
 
     async def semantic(
         self, case: Mapping[str, Any], final_output: str | None, prompt_texts: Sequence[str]
@@ -93,6 +102,11 @@ class RuleJudge:
     """The ``rule`` judge plugin."""
 
     name: str = "rule"
+    version: str = RULE_VERSION
+    prompt_template: str = RULE_TEMPLATE
+    prompt_sha256: str = template_digest(RULE_TEMPLATE)
+    #: Its agreement with the packs' hand labels, per calibration set and half (see ``calibration.json``).
+    calibration: tuple[dict[str, Any], ...] = measured("rule", RULE_VERSION)
     #: Its verdicts follow from the recorded response alone, so a validator re-derives them.
     deterministic: bool = True
     description: str = (
