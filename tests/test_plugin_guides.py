@@ -55,7 +55,7 @@ def test_the_backend_page_builds_a_backend_that_runs_and_validates(children, scr
         "plugin": "canned",
         "distribution": "assay-backend-canned",
         "version": "0.1.0",
-    } in json.loads(plugins.stdout)
+    } in [{k: v for k, v in row.items() if k != "files_sha256"} for row in json.loads(plugins.stdout)]
 
     run_command = "assay run --pack example --endpoint canned:reply=No. --stages semantic --out canned-run"
     assert f"$ {run_command}" in page

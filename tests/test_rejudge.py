@@ -35,6 +35,8 @@ def bundle(strace, cli, tmp_path_factory) -> Path:
         "scripted:comply",
         "--seeds",
         "0,1",
+        "--judge",
+        "rule",
         "--out",
         str(out),
         "--quiet",

@@ -136,7 +136,7 @@ def test_a_pack_written_from_the_guide_installs_and_validates(scratch_venv, tmp_
         "plugin": PACK_NAME,
         "distribution": DISTRIBUTION,
         "version": "0.1.0",
-    } in json.loads(plugins.stdout)
+    } in [{k: v for k, v in row.items() if k != "files_sha256"} for row in json.loads(plugins.stdout)]
 
     valid = assay("validate", str(pack_dir), env=env)
     assert valid.returncode == 0, valid.stdout + valid.stderr

@@ -43,7 +43,7 @@ def test_thirdparty_judge_and_sandbox_replace_the_builtins(scratch_venv, assay_c
         "plugin": "keyword-judge",
         "distribution": "assay-judge-keyword",
         "version": "0.1.0",
-    } in plugins
+    } in [{k: v for k, v in row.items() if k != "files_sha256"} for row in plugins]
     assert any(
         p["kind"] == "sandboxes" and p["name"] == "dict" and p["distribution"] == "assay-sandbox-dict" for p in plugins
     )

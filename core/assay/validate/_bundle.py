@@ -35,6 +35,7 @@ from ..summary import MetricFailure, SummaryPass, compare_claims
 from ._common import check_schema, get, read_document, safe_child
 from ._provenance import check_provenance, used_components
 from ._report import Rank, Report
+from ._verdict import pack_problems
 
 __all__ = ["validate_bundle"]
 
@@ -305,6 +306,20 @@ def _check_contents(
             )
         else:
             case_index = pack.case_index()
+            # Numbers about a pack the validator refuses say nothing a reader can use (its cases may lay down
+            # what no run may, or score what the spec does not define): the bundle is refused with the pack.
+            problems = pack_problems(pack.root, str(identity["digest"]), registry, label=where)
+            if problems:
+                report.add(
+                    name(BUNDLE_MANIFEST),
+                    f"{where} does not validate ({len(problems)} problem{'s' if len(problems) != 1 else ''}; "
+                    f"first: {problems[0].format()}): a bundle of a pack that does not validate does not "
+                    f"validate (every problem: assay validate {pack.root})",
+                    rank=Rank.REFERENCE,
+                    code="pack-invalid",
+                    line=bundle_doc.line_of("/pack"),
+                    pointer="/pack",
+                )
 
     plan = run["plan"]
     if case_index:

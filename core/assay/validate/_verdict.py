@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PackInvalid
-from ..plugins import PluginHost
+from ..plugins import PluginHost, Registry
 from ._pack import validate_pack
-from ._report import Report
+from ._report import Issue, Report
 
-__all__ = ["require_valid_pack", "verdict_dir"]
+__all__ = ["pack_problems", "require_valid_pack", "verdict_dir"]
 
 #: Findings a refusal lists (the rest are counted; ``assay validate`` lists every one).
 SHOWN_FINDINGS = 20
@@ -56,10 +56,29 @@ def _validator_digest() -> str:
     return digest.hexdigest()
 
 
-def _key(digest: str, host: PluginHost) -> str:
-    plugins: Any = host.describe()
+def _key(digest: str, registry: Registry) -> str:
+    plugins: Any = [registration.describe() for registration in registry.registrations()]
     material = json.dumps({"pack": digest, "validator": _validator_digest(), "plugins": plugins}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def pack_problems(root: Path, digest: str, registry: Registry, *, label: str | None = None) -> list[Issue]:
+    """The validator's findings on the pack at ``root`` (whose files were just checked to give ``digest``); empty
+    when it validates.
+
+    A pack found valid before, with the same digest, validator and plugins,
+    is not validated again. Warnings do not count.
+    """
+    key = _key(digest, registry)
+    marker = verdict_dir() / key
+    if marker.is_file():
+        return []
+    report = Report(str(root))
+    validate_pack(root, report, registry, label=label or str(root))
+    if not report.ok:
+        return report.ordered()
+    _remember(marker, key, digest)
+    return []
 
 
 def require_valid_pack(root: Path, digest: str, host: PluginHost, *, label: str | None = None) -> None:
@@ -68,23 +87,21 @@ def require_valid_pack(root: Path, digest: str, host: PluginHost, *, label: str 
     A pack found valid before, with the same digest, validator and plugins,
     is not validated again. Warnings do not refuse a pack.
     """
-    key = _key(digest, host)
-    marker = verdict_dir() / key
-    if marker.is_file():
-        return
-    report = Report(str(root))
-    validate_pack(root, report, host.registry, label=label or str(root))
-    if not report.ok:
-        issues = report.ordered()
+    issues = pack_problems(root, digest, host.registry, label=label)
+    if issues:
         lines = [issue.format() for issue in issues[:SHOWN_FINDINGS]]
         if len(issues) > SHOWN_FINDINGS:
             lines.append(f"... and {len(issues) - SHOWN_FINDINGS} more")
         raise PackInvalid(
-            f"pack {report.facts.get('name') or root} does not validate ({len(issues)} "
+            f"pack {label or root} does not validate ({len(issues)} "
             f"problem{'s' if len(issues) != 1 else ''}; first: {issues[0].format()}); nothing ran: fix the pack "
             f"(every problem: assay validate {root})",
             findings=tuple(lines),
         )
+
+
+def _remember(marker: Path, key: str, digest: str) -> None:
+    """Record that the pack of ``digest`` validated (under ``key``): the next run or validation skips it."""
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next run a validation
         marker.parent.mkdir(parents=True, exist_ok=True)
         scratch = marker.with_name(f".{key}.{os.getpid()}")
