@@ -70,7 +70,7 @@ def test_a_run_of_families_that_name_conditions_uses_them_else_the_defaults():
 
 def test_a_placed_condition_is_refused_where_no_stage_of_its_plugin_runs(tmp_path):
     host = _host(_Plugin(defenses=[Defense("x-demo-attack", PLACED)]))
-    with pytest.raises(UsageError, match=r"placed by the x-demo\.\* stages .* plans none of them"):
+    with pytest.raises(UsageError, match=r"placed at x-demo\.vector, and no planned stage applies that placement"):
         execute_run(
             RunSettings(pack=str(EXAMPLE_PACK), endpoints=["scripted:refuse"], defenses=["x-demo-attack"],
                         out=tmp_path / "o", progress=False),

@@ -71,7 +71,7 @@ def test_scripted_rows_and_manifest_are_marked(strace, tmp_path, host):
     assert rows and all(row["scripted"] for row in rows)
     run = json.loads((outcome.bundle / "run.json").read_text())
     assert run["endpoints"][0]["scripted"] is True and run["endpoints"][0]["model"]["name"] == "scripted:comply"
-    assert {j["name"] for j in run["judges"]} == {"rule"} and all(
+    assert {j["name"] for j in run["judges"]} == {"calibrated"} and all(
         j["prompt_sha256"].startswith("sha256:") for j in run["judges"]
     )
     assert run["prompts"][0]["name"] == "semantic" and run["conditions"] == [

@@ -52,7 +52,7 @@ def test_local_backend_runs_the_embedded_model(local_model, tmp_path, host):
     )
     rows = [json.loads(line) for line in (outcome.bundle / "rows.jsonl").read_text().splitlines()]
     assert all(not row["scripted"] and row["usage"]["completion_tokens"] > 0 for row in rows)
-    assert all(row["stages"]["semantic"]["produced_by"]["name"] == "rule" for row in rows)
+    assert all(row["stages"]["semantic"]["produced_by"]["name"] == "calibrated" for row in rows)
 
 
 def test_openai_backend_against_llama_cpp_server(children, local_model, tmp_path, host):

@@ -270,6 +270,25 @@ def test_the_stage_page_builds_a_new_kind_of_evaluation_that_runs_validates_and_
     assert {row["stages"]["x-dialogue.conversation"]["turns"] for row in capped_rows} == {1}
     capped_run = json.loads((tmp_path / "capped-run" / "bundle" / "run.json").read_text())
     assert capped_run["stage_options"] == {"dialogue_max_turns": "1"}
+    # Issue 30, item 4: the guide's stage applies the run's condition, so D0 and D3 prompts differ and every
+    # prompt it sent is recorded; a condition it does not apply (B2, a sandwich) is refused before anything runs.
+    defended = _assay(*run_command.split()[1:-1], "defended-run", "--defense", "D0", "--defense", "D3", env=env,
+                      cwd=tmp_path)  # fmt: skip
+    assert defended.returncode == 0, defended.stdout + defended.stderr
+    defended_rows = [
+        json.loads(line) for line in (tmp_path / "defended-run" / "bundle" / "rows.jsonl").read_text().splitlines()
+    ]
+    digests = {
+        condition: {e["sha256"] for row in defended_rows if row["key"]["condition"] == condition
+                    for e in row["prompts_sent"]}
+        for condition in ("D0", "D3")
+    }  # fmt: skip
+    assert digests["D0"] and digests["D3"] and not digests["D0"] & digests["D3"]
+    assert all(
+        e["condition_applied"] for row in defended_rows if row["key"]["condition"] == "D3" for e in row["prompts_sent"]
+    )
+    sandwich = _assay(*run_command.split()[1:-1], "b2-run", "--defense", "B2", env=env, cwd=tmp_path)
+    assert sandwich.returncode == 2 and "no planned stage applies that placement" in sandwich.stderr
     entry = json.loads((bundle / "run.json").read_text())["stage_schemas"]["x-dialogue.conversation"]
     assert (entry["distribution"], entry["version"]) == ("assay-dialogue", "0.1.0")
     assert f'"id": "{entry["id"]}"' in page

@@ -38,7 +38,9 @@ under ``docs/plugins/`` show each kind of plugin as a complete distribution.
   (the helpers the built-in metrics use), :func:`mcnemar_exact` and
   :func:`holm_adjust` (paired tests between conditions).
 * A condition's document: :func:`policy_document` (a defense policy with its
-  digest filled in, for :class:`Defense`).
+  digest filled in, for :class:`Defense`); placing the run's condition in a
+  stage's prompt: :func:`apply_condition` (a stage that does lists the
+  placements in its ``applies``).
 * A pack a plugin writes itself (generated from another benchmark's data, say):
   :func:`lock_manifest` fills in its manifest's file lists and digest, as
   ``assay pack lock`` does.
@@ -94,7 +96,7 @@ from .rederive import NotDeterministic, Rederived, RederiveSetup, Replayed, Repl
 from .stats import holm_adjust, mcnemar_exact, rate, wilson_interval
 
 if TYPE_CHECKING:
-    from .policies import policy_document
+    from .policies import apply_condition, policy_document
     from .reports.compare import Selector
     from .reports.model import MainSection, MetricSection, Table
     from .reports.panel import ReportPanel
@@ -108,6 +110,7 @@ _LAZY = {
     "ReportPanel": "reports.panel",
     "Selector": "reports.compare",
     "policy_document": "policies",
+    "apply_condition": "policies",
 }
 
 
@@ -168,6 +171,7 @@ __all__ = [
     "Table",
     "Tool",
     "UsageError",
+    "apply_condition",
     "holm_adjust",
     "hookimpl",
     "lock_manifest",

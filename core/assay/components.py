@@ -141,6 +141,14 @@ class Stage:
     a case's stages in one fixed order: the spec's stages in the spec's
     order, then the others by name, each after what it needs.
 
+    Conditions: ``applies`` lists the placements of a condition the stage
+    applies to the prompts it sends (a stage placing a defense's text with
+    :func:`assay.api.apply_condition` lists the five prompt placements). The
+    engine refuses a run whose condition places text no planned stage
+    applies, records a digest of every prompt a stage sends, and makes a row
+    an error row (``condition_not_applied``) when a stage that applies the
+    condition's placement sent a prompt without its text.
+
     What a run gives the stage: ``uses`` names the run's components it reads
     (``judge``: the run's ``--judge``, recorded per stage in the run
     manifest's ``judges``; ``sandbox``: the run's ``--sandbox``, checked
@@ -169,6 +177,10 @@ class Stage:
     rederiver: Callable[[Any], Any] | None = field(default=None, repr=False)
     replayer: Callable[[Any], Any] | None = field(default=None, repr=False)
     uses: frozenset[str] = frozenset()
+    #: The placements of a condition this stage applies to what it sends (``system_prefix``, ``system_suffix``,
+    #: ``sandwich``, ``user_prefix``, ``user_suffix``, or its plugin's own extension placement); see
+    #: :func:`assay.api.apply_condition`.
+    applies: tuple[str, ...] = ()
     options: tuple[RunOption, ...] = ()
     prompts: Callable[[], Sequence[Mapping[str, Any]]] | None = field(default=None, repr=False)
     preflight: Callable[[RunCheck], None] | None = field(default=None, repr=False)

@@ -14,7 +14,7 @@ from .errors import UsageError
 from .hashing import digest_document
 from .schemas import CURRENT_SPEC_VERSION
 
-__all__ = ["apply_defense", "policy_document", "withheld_marker", "withhold"]
+__all__ = ["apply_condition", "apply_defense", "policy_document", "withheld_marker", "withhold"]
 
 
 def policy_document(**fields: Any) -> dict[str, Any]:
@@ -61,6 +61,19 @@ def apply_defense(
             content = first.get("content") or ""
             first["content"] = f"{text}\n\n{content}" if placement == "user_prefix" else f"{content}\n\n{text}"
     return system, _alternate(messages)
+
+
+def apply_condition(
+    system: str, messages: list[dict[str, Any]], policy: Mapping[str, Any]
+) -> tuple[str, list[dict[str, Any]]]:
+    """Place the run's condition (``context.policy``) in a stage's prompt: its text where its ``placement`` says.
+
+    Returns the system prompt and the turns to send. A stage that builds its
+    prompts with this lists the placements in its ``Stage.applies`` (the five
+    prompt placements, or those it keeps); the engine then checks that what
+    the stage sent carries the condition's text.
+    """
+    return apply_defense(system, messages, policy)
 
 
 def withheld_marker(policy: Mapping[str, Any]) -> str:

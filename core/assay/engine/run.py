@@ -40,7 +40,7 @@ from ..components import (
 )
 from ..errors import PackError, PluginError, RunLocked, UsageError
 from ..executors.local import LocalExecutor
-from ..extensions import is_extension_name, stage_schemas, usable_outcome_schemas
+from ..extensions import stage_schemas, usable_outcome_schemas
 from ..hashing import digest_document
 from ..health import DEFAULT_MAX_ERROR_RATE, EndpointHealth, HealthTally, error_rate_problems, health_warnings
 from ..packs import Pack, find_manifest
@@ -48,6 +48,7 @@ from ..plugins import PluginHost, load_plugins
 from ..schemas import CURRENT_SPEC_VERSION, spec_schemas
 from ..summary import SummaryPass, summary_document
 from ..validate import Report, validate_path
+from .conditions import unapplied_conditions
 from .planner import Plan, RunnableCases, WorkItem, build_plan, family_of, one_per_family, parse_sample, select_cases
 from .preflight import preflight_endpoints
 from .progress import Progress
@@ -342,19 +343,17 @@ def _default_conditions(index: Mapping[str, Mapping[str, Any]], host: PluginHost
 
 
 def _check_placements(conditions: Sequence[str], stages: Sequence[str], host: PluginHost) -> None:
-    """Refuse a condition whose placement is a plugin's (an extension name, spec 1.2) when no planned stage of that
-    plugin's namespace places it: the others would run as if it were absent."""
+    """Refuse a condition that places text no planned stage applies (see :mod:`assay.engine.conditions`): the run
+    would present a comparison of conditions whose prompts never differed."""
+    planned = [stage for name in stages if (stage := host.registry.get("stages", name)) is not None]
+    policies = []
     for condition in conditions:
         defense = host.registry.get("defenses", condition)
-        placement = "none" if defense is None else str(defense.document.get("placement", "none"))
-        if not is_extension_name(placement):
-            continue
-        namespace = placement.split(".", 1)[0]
-        if not any(stage.startswith(f"{namespace}.") for stage in stages):
-            raise UsageError(
-                f"condition {condition!r} is placed by the {namespace}.* stages ({placement}), and this run plans "
-                f"none of them ({', '.join(stages)}): run it on a pack whose cases those stages run"
-            )
+        if defense is not None:
+            policies.append((condition, defense.document))
+    problems = unapplied_conditions(policies, planned)
+    if problems:
+        raise UsageError(problems[0])
 
 
 def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> RunOutcome:

@@ -23,6 +23,7 @@ from ..plugins import PluginHost, load_plugins
 from ..policies import withhold
 from ..schemas import CURRENT_SPEC_VERSION
 from .cache import ResponseCache
+from .conditions import PromptWatch, applies
 from .messages import BackendError, ChatRequest, ChatResponse
 from .planner import WorkItem
 from .rowcheck import settle_row
@@ -246,12 +247,17 @@ class Runtime:
         """Run every applicable stage of one work item; returns its result row."""
         case = self.case(item.case_id)
         endpoint = self.endpoints[item.endpoint]
+        stages = self.stages_for(case)
+        policy = self.policy(item.condition)
+        placement = str(policy.get("placement", "none"))
+        # The engine watches what each stage sends: a stage that applies the condition's placement must carry it.
+        watch = PromptWatch(endpoint, policy, frozenset(s for s in stages if applies(self._stages[s], placement)))
         ctx = StageContext(
             item,
             case,
-            endpoint,
+            watch,  # an Endpoint in every member a stage reads
             self.judge,
-            self.policy(item.condition),
+            policy,
             self.job.max_tokens,
             self.job.temperature,
             pack_root=self.pack.root,
@@ -273,7 +279,7 @@ class Runtime:
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "model_calls": 0, "wall_time_s": 0.0},
             "errors": [],
         }
-        for stage in self.stages_for(case):
+        for stage in stages:
             try:
                 await self._stages[stage].run(ctx)
             except BackendError as exc:
@@ -291,6 +297,9 @@ class Runtime:
                 ctx.row["stages"].pop(stage, None)
                 ctx.row["errors"].append({"stage": stage, "type": failure_type(exc), "message": failure_message(exc)})
                 break
+        if watch.sent:
+            ctx.row["prompts_sent"] = watch.sent
+        ctx.row["errors"] += watch.errors(item.condition)
         # A hash-only condition's wording never reaches a row (transcripts carry its marker).
         row: dict[str, Any] = ctx.row
         if ctx.policy.get("disclosure") == "hash_only":

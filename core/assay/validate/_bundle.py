@@ -33,6 +33,7 @@ from ..schemas import STAGES, SUPPORTED_MAJORS, CompiledSchema, major_of, spec_s
 from ..signing import SIGNATURE_FILE
 from ..summary import MetricFailure, SummaryPass, compare_claims
 from ._common import check_schema, get, read_document, safe_child
+from ._conditions import ConditionCheck
 from ._provenance import check_provenance, used_components
 from ._report import Rank, Report
 from ._verdict import pack_problems
@@ -901,6 +902,7 @@ def _check_rows(
     run_judges = {judge["name"] for judge in run["judges"]}
     # The produced_by each judged stage's verdicts must carry: the manifest's judge of that stage.
     stage_judges = {judge["stage"]: judge for judge in run["judges"]}
+    applied_check = ConditionCheck(registry, plan["stages"])
     schemas = spec_schemas(SUPPORTED_MAJORS[-1])
     stages = frozenset(plan["stages"])
     # What each planned stage checks of a row beyond the schema (the audit gate, say): its plugin's check_row.
@@ -1078,6 +1080,10 @@ def _check_rows(
                     "unknown-judge",
                     counts,
                 )
+        unapplied = applied_check.problem(row)
+        if unapplied is not None:
+            pointer, message = unapplied
+            _row_error(report, file, number, pointer, message, Rank.INTEGRITY, "condition-not-applied", counts)
         if health is not None:
             health.add(row)
         if accept is not None:

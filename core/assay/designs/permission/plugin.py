@@ -111,6 +111,8 @@ STAGE = Stage(
     rederiver=lazy("assay.designs.permission.rederive:PermissionRederiver"),
     check_case=_check_case,
     check_row=verification_gate,
+    # The policy writer's prompt is built with apply_condition (its sandwich suffix is not kept: not listed).
+    applies=("system_prefix", "system_suffix", "user_prefix", "user_suffix"),
     options=(EXEC_AGENT,),
     preflight=_preflight,
     scripted=lazy("assay.designs.permission.scripted:permission_answer"),

@@ -128,6 +128,9 @@ AUDIT_JUDGE = RunOption(
     recorded=False,  # the run manifest's judges entry for the audit names it
 )
 
+#: Every placement of a condition in the prompt (what ``assay.api.apply_condition`` places).
+PROMPT_PLACEMENTS = ("system_prefix", "system_suffix", "sandwich", "user_prefix", "user_suffix")
+
 STAGES = (
     Stage(
         "semantic",
@@ -137,6 +140,7 @@ STAGES = (
         run=lazy("assay.designs.staged.semantic:run_semantic"),
         rederiver=lazy("assay.designs.staged.rederive:SemanticRederiver"),
         uses=frozenset({"judge"}),
+        applies=PROMPT_PLACEMENTS,  # semantic_messages places the condition with apply_condition
         prompts=lazy("assay.designs.staged.prompts:prompt_entries"),
         scripted=lazy("assay.designs.staged.scripted:semantic_answer"),
     ),
@@ -163,6 +167,7 @@ STAGES = (
         check_row=exec_verification_gate,
         check_case=lazy("assay.designs.staged.sandbox:lay_down_problems"),
         uses=frozenset({"sandbox"}),
+        applies=PROMPT_PLACEMENTS,  # every session's system and user turns, with apply_condition
         prompts=lazy("assay.designs.staged.exec:prompt_entries"),
         scripted=lazy("assay.designs.staged.scripted:exec_answer"),
         check_pack=lazy("assay.designs.staged.check:check_exec_replay"),

@@ -73,6 +73,8 @@ STAGE = Stage(
     run=lazy("assay.designs.trajectory.stage:run_trajectory"),
     replayer=lazy("assay.designs.trajectory.replay:TrajectoryReplayer"),
     check_row=verification_gate,
+    # The task prompt is built with apply_condition: a prompt condition frames the first user turn.
+    applies=("system_prefix", "system_suffix", "sandwich", "user_prefix", "user_suffix"),
     options=(CONTROLLER,),
     preflight=_preflight,
     scripted=lazy("assay.designs.trajectory.scripted:trajectory_answer"),
