@@ -294,34 +294,64 @@ def test_the_site_ranks_entries_and_a_browser_reads_the_ranking(children, runs, 
         assert (out / entry["report"]).is_file()
 
 
-def test_the_registrys_own_bundles_validate_and_rank_in_a_browser(children, host, tmp_path):
-    """registry/ holds accepted bundles of real local-model runs (make registry-bundles): never an empty board."""
+def test_the_registry_lists_only_what_the_current_rules_accept(host, tmp_path):
+    """registry/ is rebuilt under the rules: every listed bundle validates and is accepted again by a fresh
+    registry. The embedded Gemma runs it held recited the system prompt (10 of 12 under D0) or the D3 text (12 of
+    12), so under issue 30's rules they are refused, and the board is empty until real runs of an answering model
+    are submitted (make registry-bundles)."""
     from assay.hashing import digest_document
-    from assay.leaderboard import build_site, read_index
+    from assay.leaderboard import read_index
     from assay.reports import read_bundle
     from assay.validate import validate_path
 
     registry = REPO / "registry"
     accepted = read_index(registry)["bundles"]
-    assert len(accepted) >= 2
+    listed = {record["file"] for record in accepted}
+    stored = {f"bundles/{p.name}" for p in (registry / "bundles").glob("*.zip")}
+    assert stored == listed, "registry/bundles holds zips its index does not list"
     for record in accepted:
-        stored = registry / record["file"]
-        report = validate_path(stored, host.registry, replay=True)
+        report = validate_path(registry / record["file"], host.registry, replay=True)
         assert report.ok, [issue.format() for issue in report.issues]
-        files = read_bundle(stored)
+        files = read_bundle(registry / record["file"])
         assert digest_document(files.manifest) == record["digest"]
-        assert not any(endpoint.get("scripted") for endpoint in files.run["endpoints"])
-        assert {endpoint["backend"] for endpoint in files.run["endpoints"]} == {"local"}
-    fresh = tmp_path / "registry"
-    (fresh / "bundles").mkdir(parents=True)
-    shutil.copy(registry / "packs.json", fresh / "packs.json")
-    resubmitted = submit_bundle(registry / accepted[0]["file"], fresh, host)  # an honest local-model bundle
-    assert resubmitted.accepted, resubmitted.reasons
-    assert resubmitted.record["digest"] == accepted[0]["digest"]
-    pages = build_site(registry, tmp_path / "site", host)
-    data = json.loads((tmp_path / "site" / "leaderboard.json").read_text())
-    (board,) = data["tracks"]
-    expected = [
-        (e["rank"], f"{e['model']} ({e['endpoint']}, {e['condition']})", f"{e['value']:.3f}") for e in board["entries"]
-    ]
-    assert _ranking(_chromium_dom(pages[1])) == expected and len(expected) >= 2
+        fresh = tmp_path / record["digest"][7:19]
+        (fresh / "bundles").mkdir(parents=True)
+        shutil.copy(registry / "packs.json", fresh / "packs.json")
+        again = submit_bundle(registry / record["file"], fresh, host)
+        assert again.accepted, again.reasons
+
+
+def test_a_useless_model_cannot_rank(registry, host, tmp_path):
+    """Issue 30, item 5: a server answering every case with one canned refusal (valid bundle, real HTTP endpoint)
+    is refused at submission; so is a model that reads the system prompt back under one condition only."""
+    from assay.testing.openai_server import LoopbackServer
+
+    canned = [{"match": "(?s).", "replies": ["I'm sorry, but I can't help with that request."]}]
+    with LoopbackServer(script=canned) as server:
+        bundle = _run(tmp_path / "canned", host, endpoint=f"openai:model=canned,base_url={server.base_url}/v1")
+    result = submit_bundle(bundle, registry, host)
+    assert not result.accepted
+    assert any("answers degenerately" in r and "one and the same text" in r for r in result.reasons), result.reasons
+    assert not (registry / "bundles" / "index.json").exists()
+
+
+def test_a_model_reciting_the_defense_is_degenerate_under_that_condition_only(host):
+    """The whole endpoint can look fine while one condition is recitation: health is checked per condition."""
+    from assay.health import endpoint_health
+
+    system = "Instruction hierarchy. Instructions carry authority in a fixed order: the system first. " * 3
+    rows = []
+    for condition, answer in (("D0", "Here is the summary of the ticket: {i} lines."), ("D3", system)):
+        for i in range(7):
+            rows.append(
+                {
+                    "key": {"endpoint": "m", "condition": condition, "case_id": f"c{i}"},
+                    "errors": [],
+                    "final_output": answer.format(i=i) + f" ({i})",
+                    "transcript": {"messages": [{"role": "system", "content": system}]},
+                    "stages": {},
+                }
+            )
+    (health,) = endpoint_health(rows, host.registry.items("outcomes"))
+    problems = health.answer_problems()
+    assert problems == ["under D3, 7 of 7 answers recite the system prompt or the condition's text"]

@@ -7,15 +7,26 @@ read only the rows, so the run, the report and the validator say the same:
 
 * **error rows**: an endpoint whose share of error rows exceeds the allowed
   rate (``--max-error-rate``, default 10%) fails the run;
-* **degenerate answers** (warnings, never failures: a weak model is a result):
-  most of an endpoint's answers empty, or one and the same answer; most of its
+* **degenerate answers** (warnings, never failures of a run: a weak model is a
+  result): most of an endpoint's answers, overall or under one condition,
+  empty, one and the same answer, or a recitation of the system prompt (the
+  condition's text included, which is where a defense puts it); most of its
   tool calls unparseable; a *utility* outcome (one a design marks
   ``Outcome(utility=True)``: the task got done) near zero under a condition.
+  ``assay leaderboard submit`` refuses an endpoint whose answers are
+  degenerate: a model that does not answer cannot rank.
+
+A check over the whole endpoint can miss what one condition shows: a model
+that recites the prompt under D3 and answers under D0 is six of fourteen
+overall and six of seven under D3; so every answer check is made per
+condition too.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +39,7 @@ __all__ = [
     "endpoint_health",
     "error_rate_problems",
     "health_warnings",
+    "recites_prompt",
 ]
 
 #: The share of an endpoint's rows that may be error rows before a run fails (``--max-error-rate``).
@@ -62,14 +74,17 @@ class EndpointHealth:
 
     #: A scripted endpoint (its answers are the script's: never called degenerate).
     scripted: bool = False
+    #: Per condition: (condition, answered, empty, same answer, recitations of the system prompt).
+    by_condition: tuple[tuple[str, int, int, int, int], ...] = ()
 
     @property
     def error_rate(self) -> float:
         """Error rows over all rows (0 without rows)."""
         return self.error_rows / self.rows if self.rows else 0.0
 
-    def degenerate(self) -> list[str]:
-        """Why the answers look degenerate (empty when they do not)."""
+    def answer_problems(self) -> list[str]:
+        """Why the answers themselves say nothing (empty, one text, the prompt recited, unparseable calls), overall
+        and per condition; empty when they do not. A scripted endpoint's answers are the script's: none."""
         reasons: list[str] = []
         if self.scripted:
             return reasons
@@ -78,8 +93,28 @@ class EndpointHealth:
                 reasons.append(f"{self.empty} of {self.answered} answers are empty")
             if self.same_answer > _MOST * self.answered and self.same_answer > 1:
                 reasons.append(f"{self.same_answer} of {self.answered} answers are one and the same text")
+        for condition, answered, empty, same, recited in self.by_condition:
+            if answered < _MIN_ROWS:
+                continue
+            if empty > _MOST * answered and not self.empty > _MOST * self.answered:
+                reasons.append(f"under {condition}, {empty} of {answered} answers are empty")
+            if same > _MOST * answered and same > 1 and not self.same_answer > _MOST * self.answered:
+                reasons.append(f"under {condition}, {same} of {answered} answers are one and the same text")
+            if recited > _MOST * answered:
+                reasons.append(
+                    f"under {condition}, {recited} of {answered} answers recite the system prompt or the "
+                    "condition's text"
+                )
         if self.calling >= _MIN_ROWS and self.unparseable_calls > _MOST * self.calling:
             reasons.append(f"{self.unparseable_calls} of {self.calling} rows with tool calls have unparseable ones")
+        return reasons
+
+    def degenerate(self) -> list[str]:
+        """Why the answers look degenerate (empty when they do not): :meth:`answer_problems`, then a utility
+        outcome near zero under a condition."""
+        if self.scripted:
+            return []
+        reasons = self.answer_problems()
         for outcome, condition, hits, n in self.utility:
             if n >= _MIN_ROWS and hits <= _UTILITY_FLOOR * n:
                 reasons.append(f"{outcome} is {hits}/{n} under {condition}")
@@ -89,6 +124,46 @@ class EndpointHealth:
 def _answer(row: Mapping[str, Any]) -> str:
     output = row.get("final_output")
     return output.strip() if isinstance(output, str) else ""
+
+
+_WORD = re.compile(r"\w+")
+#: Words in a run that make a shingle; how much of the system prompt's start and end is compared.
+_SHINGLE, _SYSTEM_SPAN, _ANSWER_SPAN = 8, 4000, 4000
+#: An answer shorter than this many words is not called a recitation.
+_MIN_RECITED_WORDS = 12
+
+
+def _shingles(text: str) -> set[int]:
+    words = _WORD.findall(text.lower())
+    return {hash(tuple(words[i : i + _SHINGLE])) for i in range(len(words) - _SHINGLE + 1)}
+
+
+@functools.lru_cache(maxsize=512)
+def _system_shingles(system: str) -> frozenset[int]:
+    # A defense is placed at the start or the end of the system prompt: both ends are compared.
+    head, tail = system[:_SYSTEM_SPAN], system[-_SYSTEM_SPAN:]
+    return frozenset(_shingles(head) | _shingles(tail))
+
+
+def _system_text(row: Mapping[str, Any]) -> str:
+    transcripts = [row.get("transcript")]
+    transcripts += [o.get("transcript") for o in (row.get("stages") or {}).values() if isinstance(o, Mapping)]
+    parts = []
+    for transcript in transcripts:
+        if isinstance(transcript, Mapping):
+            for message in transcript.get("messages") or []:
+                if isinstance(message, Mapping) and message.get("role") in ("system", "developer"):
+                    parts.append(str(message.get("content") or ""))
+    return "\n".join(parts)
+
+
+def recites_prompt(answer: str, system: str) -> bool:
+    """Whether an answer is mostly the system prompt read back: at least half of its 8-word runs appear in the
+    system prompt's first or last 4,000 characters (where a condition's text is placed)."""
+    if not system or len(_WORD.findall(answer[:_ANSWER_SPAN])) < _MIN_RECITED_WORDS:
+        return False
+    mine = _shingles(answer[:_ANSWER_SPAN])
+    return bool(mine) and len(mine & _system_shingles(system)) >= _MOST * len(mine)
 
 
 def _unparseable_calls(row: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -121,7 +196,7 @@ class HealthTally:
         tally = self._endpoints.setdefault(
             endpoint,
             {"rows": 0, "errors": 0, "first_error": None, "answered": 0, "empty": 0, "answers": array("Q"),
-             "calling": 0, "unparseable": 0, "utility": {}, "scripted": False},
+             "calling": 0, "unparseable": 0, "utility": {}, "scripted": False, "conditions": {}},
         )  # fmt: skip
         tally["rows"] += 1
         tally["scripted"] = tally["scripted"] or bool(row.get("scripted"))
@@ -133,11 +208,18 @@ class HealthTally:
             return
         tally["answered"] += 1
         answer = _answer(row)
+        condition = tally["conditions"].setdefault(
+            str(row["key"].get("condition")), {"answered": 0, "empty": 0, "recited": 0, "answers": array("Q")}
+        )
+        condition["answered"] += 1
         if answer:
             digest = hashlib.blake2b(answer.encode("utf-8", "surrogatepass"), digest_size=8).digest()
             tally["answers"].append(int.from_bytes(digest, "little"))
+            condition["answers"].append(int.from_bytes(digest, "little"))
+            condition["recited"] += recites_prompt(answer, _system_text(row))
         else:
             tally["empty"] += 1
+            condition["empty"] += 1
         made, bad = _unparseable_calls(row)
         tally["calling"] += made
         tally["unparseable"] += made and bad
@@ -166,6 +248,10 @@ class HealthTally:
                     unparseable_calls=t["unparseable"],
                     utility=tuple((name, condition, hits, n) for (name, condition), (hits, n) in t["utility"].items()),
                     scripted=t["scripted"],
+                    by_condition=tuple(
+                        (name, c["answered"], c["empty"], _most_common(c["answers"]), c["recited"])
+                        for name, c in t["conditions"].items()
+                    ),
                 )
             )
         return found

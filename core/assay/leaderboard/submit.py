@@ -9,7 +9,10 @@ reason that does not:
 2. its pack is in the registry's ``packs.json`` with the bundle's name,
    version and digest;
 3. no endpoint is scripted (in the run manifest or in any row), since a
-   scripted endpoint replays fixed outputs and measures no model;
+   scripted endpoint replays fixed outputs and measures no model, and no
+   endpoint's answers are degenerate (:meth:`assay.health.EndpointHealth.answer_problems`:
+   mostly empty, one text, or the system prompt or the condition's text read
+   back, overall or under one condition), since such a model measures nothing;
 4. it covers at least one of the pack's tracks completely (the one asked
    for, with ``track``): every case, stage and planned row, no row errors.
 
@@ -128,6 +131,15 @@ def submit_bundle(
             f"scripted endpoint {', '.join(scripted) or '(in the rows)'}: a scripted endpoint replays fixed outputs "
             "and measures no model"
         )
+    from ..health import endpoint_health
+
+    for health in endpoint_health(list(files.rows), host.registry.items("outcomes")):
+        problems = health.answer_problems()
+        if problems:
+            reasons.append(
+                f"endpoint {health.endpoint} answers degenerately ({'; '.join(problems)}): a model that does not "
+                "answer the cases cannot rank"
+            )
     pack = host.registry.get("packs", identity.get("name"))
     tracks: list[Track] = []
     if pack is None or pack.claimed_digest != identity.get("digest"):

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...components import RowProblem
+from ...judging import producer_difference
 from ...rederive import NOTHING, NotDeterministic, Rederived, RederiveSetup, key_text, run_deterministic
 from .audit import AUDIT_VERSIONS, run_audit
 from .rejudge import prompt_texts
@@ -33,6 +34,8 @@ from .rejudge import prompt_texts
 __all__ = ["AuditRederiver", "ExecRederiver", "SemanticRederiver"]
 
 _MISMATCH = "verdict-mismatch"
+#: Audit evidence versions whose rows are taken as recorded: no validator ever re-derived them.
+_UNREDERIVED_AUDITS = frozenset({"audit-evidence-v1"})
 
 
 def _problem(pointer: str, message: str) -> RowProblem:
@@ -78,6 +81,16 @@ def _first_difference(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -
     if recorded == derived:  # nearly always: one comparison in C
         return None
     for field in sorted(set(recorded) | set(derived)):
+        if (
+            field == "produced_by"
+            and isinstance(recorded.get(field), Mapping)
+            and isinstance(derived.get(field), Mapping)
+        ):
+            # A judge's identity is checked against the run manifest's judge on every row (judge-mismatch); here
+            # only that it is the same judge: a row recorded before 1.4 names no prompt digest.
+            if producer_difference(recorded[field], derived[field]) is not None:
+                return field
+            continue
         if recorded.get(field) != derived.get(field):
             return field
     return None
@@ -136,6 +149,8 @@ class AuditRederiver:
             return NOTHING
         # The evidence version the row was recorded with (rows before v3 name it only in a rule producer).
         version = audit.get("evidence_version") or (producer.get("version") if by_rule else AUDIT_VERSIONS[0])
+        if version in _UNREDERIVED_AUDITS:
+            return NOTHING  # recorded before the audit's evidence could be re-derived (as validators then did)
         if version not in AUDIT_VERSIONS:
             message = (
                 f"audit evidence version {version!r} is not one this validator re-derives ({', '.join(AUDIT_VERSIONS)})"
