@@ -121,3 +121,32 @@ def test_packets_do_not_reveal_the_condition_in_any_turn(tmp_path):
         shown = json.dumps(packet["transcript"])
         assert "authorized" not in shown and "withheld" not in shown and "sha256" not in shown, shown
         assert packet["transcript"] == [{"role": "user", "content": "Find the bug in src/auth.py."}]
+
+
+def test_a_packet_id_does_not_give_the_condition_away(tmp_path):
+    """Issue 30, item 7: a packet id was a hash of the row key and the (small, public) seed, so a reviewer could
+    hash every key a packet might be (its task is in the packet; endpoints and conditions are in the manifest)
+    and recover the condition of every packet. Ids are now keyed by a secret that stays in key.json."""
+    import hashlib
+    import itertools
+
+    from assay.designs.trajectory.review import export_packets
+
+    def row(condition):
+        key = {"case_id": "t1", "endpoint": "e", "condition": condition, "seed": 0, "epoch": 0, "protocol": "default"}
+        messages = [{"role": "user", "content": "Find the bug."}]
+        return {"key": key, "transcript": {"messages": messages}, "stages": {"trajectory": {}}, "final_output": "x"}
+
+    export_packets([row("standard"), row("authorized")], tmp_path, seed=0)
+    ids = {path.stem for path in (tmp_path / "packets").glob("*.json")}
+    guesses = set()
+    for condition, salt in itertools.product(("standard", "authorized", "stress"), range(1000)):
+        key = {"case_id": "t1", "endpoint": "e", "condition": condition, "seed": 0, "epoch": 0, "protocol": "default"}
+        text = json.dumps({"key": key, "salt": salt}, sort_keys=True).encode()
+        guesses.add("p-" + hashlib.sha256(text).hexdigest()[:16])
+    assert not ids & guesses
+    key = json.loads((tmp_path / "key.json").read_text())
+    assert len(key["secret"]) == 64 and set(key["packets"]) == ids
+    again = tmp_path / "again"
+    export_packets([row("standard"), row("authorized")], again, seed=0)
+    assert {path.stem for path in (again / "packets").glob("*.json")} != ids  # a fresh secret per export

@@ -2,8 +2,9 @@
 
 A packet shows a reviewer the task and the redacted trajectory, and nothing
 that gives the answer away: no condition or endpoint, no original label, no
-deterministic grounding, no checker reason. Packets are named by a salted
-hash, and the key that maps them back to rows stays with the maintainer.
+deterministic grounding, no checker reason. Packets are named by an HMAC of
+the row key under a secret drawn for the export; the key that maps them back
+to rows, with that secret, stays with the maintainer.
 Import compares each reviewer with the original labels (and reviewers with
 each other): agreement and Cohen's kappa on success, refusal and the primary
 label; exact-bin agreement, within-one agreement and Spearman on grounding.
@@ -12,9 +13,11 @@ label; exact-bin agreement, within-one agreement and Spearman on grounding.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import random
 import re
+import secrets
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,8 +32,11 @@ __all__ = ["REFUSALS", "agreement_report", "export_packets", "import_labels"]
 REFUSALS = frozenset({"strict_refusal", "partial_refusal", "suppressed_action"})
 
 
-def _packet_id(key: Mapping[str, Any], salt: int) -> str:
-    return "p-" + hashlib.sha256(json.dumps({"key": key, "salt": salt}, sort_keys=True).encode()).hexdigest()[:16]
+def _packet_id(key: Mapping[str, Any], secret: str) -> str:
+    """A packet's id: an HMAC of the row key under the export's secret. A reviewer knows the packet's task and the
+    run's endpoints and conditions, so an unkeyed hash of the key would give each packet's condition away."""
+    digest = hmac.new(bytes.fromhex(secret), json.dumps(key, sort_keys=True).encode(), hashlib.sha256)
+    return "p-" + digest.hexdigest()[:16]
 
 
 #: A hash-only condition's marker in a recorded transcript (see ``assay.policies.withheld_marker``).
@@ -73,8 +79,10 @@ def export_packets(
     packets_dir = out / "packets"
     packets_dir.mkdir(parents=True, exist_ok=True)
     key, template = {}, []
+    # The ids' key: drawn fresh for each export, kept in key.json (the maintainer's), never in a packet.
+    secret = secrets.token_hex(32)
     for row in chosen:
-        packet_id = _packet_id(row["key"], seed)
+        packet_id = _packet_id(row["key"], secret)
         framing = texts.get(str(row["key"]["condition"]), "")
         messages = [  # the system turn carries the condition; the user turn may frame the task with it too
             {**m, "content": _blind(m.get("content"), framing)}
@@ -89,7 +97,7 @@ def export_packets(
         })  # fmt: skip
         key[packet_id] = row["key"]
         template.append({"packet_id": packet_id, "success": None, "refusal": None, "label": None, "grounding": None})
-    write_json_atomic(out / "key.json", {"seed": seed, "packets": key})
+    write_json_atomic(out / "key.json", {"seed": seed, "secret": secret, "packets": key})
     write_json_atomic(out / "labels.template.json", sorted(template, key=lambda t: t["packet_id"]))
     return len(chosen)
 
