@@ -12,6 +12,10 @@ half is in the bundle's signature.json; the private key is thrown away).
 
     make registry-bundles          # or: .venv/bin/python scripts/registry_bundles.py [--out DIR]
 
+Until the embedded default is a model that answers, both submissions are refused: the pretrained Gemma reads
+the system prompt (and the D3 text) back, and a degenerate endpoint cannot rank (issue 30). The script then
+exits 1 with the submission's reasons, and the registry stays as it is.
+
 Takes about three minutes on 2 cores. Then `assay leaderboard build
 --registry registry --out site/leaderboard` draws the site.
 """
