@@ -394,7 +394,8 @@ def test_a_run_of_the_embedded_model_validates(local_model, tmp_path, host):
 def test_an_agentdojo_condition_is_refused_where_no_stage_places_it(tmp_path, host):
     from assay.errors import UsageError
 
-    with pytest.raises(UsageError, match="placed by the x-agentdojo"):
+    unapplied = "placed at x-agentdojo.injection_vectors, and no planned stage applies that placement"
+    with pytest.raises(UsageError, match=unapplied):
         execute_run(
             RunSettings(pack="example", endpoints=["scripted:refuse"], out=tmp_path / "a", progress=False,
                         defenses=["agentdojo.important_instructions"]),

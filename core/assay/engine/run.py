@@ -389,7 +389,6 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
 
     stages = _stages(settings.stages, {entry["family"] for entry in index.values()}, host)
     usable_outcome_schemas(host.registry, stages)
-    _check_placements(settings.defenses, stages, host)
     option_values = _option_values(settings.stage_options, stages, host, list(settings.endpoints))
     runs = {name: bool((family := host.registry.get("families", name)) and set(family.stages) & set(stages))
             for name in {family_of(index, case_id) for case_id in one_per_family(index)}}  # fmt: skip
@@ -450,6 +449,8 @@ def execute_run(settings: RunSettings, *, host: PluginHost | None = None) -> Run
     for stage in planned:
         if stage is not None and stage.preflight is not None:
             stage.preflight(check)  # one line, before anything runs (a host that cannot confine, say)
+    # After the stages' own checks, whose refusals say more (a plugin that takes no prompt defenses, say).
+    _check_placements(settings.defenses, stages, host)
     identity = {
         "pack": {"name": pack.name, "version": pack.version, "digest": pack.claimed_digest},
         "plan": plan.to_json(),
