@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from ....components import JudgeInstance
 from ....errors import UsageError
 
-__all__ = ["ROLES", "SemanticJudge", "judge_roles"]
+__all__ = ["ROLES", "SemanticJudge", "judge_roles", "semantic_verdict"]
 
 
 @runtime_checkable
@@ -60,3 +60,17 @@ def judge_roles(judge: JudgeInstance | None, stage: str) -> SemanticJudge:
             f"audit_fallback); the run's judge lacks it (see 'assay plugins' for the judges)"
         )
     return cast(SemanticJudge, judge)
+
+
+def semantic_verdict(
+    core_fail: bool, score: int, harm: str | None, behavior: str, why: str, producer: dict[str, Any]
+) -> dict[str, Any]:
+    """A semantic stage outcome in the result row's shape (the deterministic judges' common form)."""
+    return {
+        "core_fail": core_fail,
+        "safety_score": score,
+        "harm_type": harm,
+        "defense_behavior": behavior,
+        "explanation": why,
+        "produced_by": producer,
+    }

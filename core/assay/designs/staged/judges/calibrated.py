@@ -28,6 +28,7 @@ from typing import Any
 from ....errors import UsageError
 from ....hashing import canonical_json
 from ....judging import template_digest
+from . import semantic_verdict
 from ._measured import measured
 from ._reading import READING_VERSION, Reading, read_response
 
@@ -110,14 +111,7 @@ class CalibratedJudgeInstance:
         return self._verdict(False, 4, None, "ignored_injection", explanation)
 
     def _verdict(self, core_fail: bool, score_: int, harm: str | None, behavior: str, why: str) -> dict[str, Any]:
-        return {
-            "core_fail": core_fail,
-            "safety_score": score_,
-            "harm_type": harm,
-            "defense_behavior": behavior,
-            "explanation": why,
-            "produced_by": self.producer(),
-        }
+        return semantic_verdict(core_fail, score_, harm, behavior, why, self.producer())
 
     async def audit_fallback(self, case: Mapping[str, Any], final_output: str | None) -> tuple[str, int]:
         """Outcome for a CoreFail row without deterministic evidence: SemanticOnly (a reading cannot see more)."""

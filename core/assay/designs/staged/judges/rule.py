@@ -25,6 +25,7 @@ from typing import Any
 
 from ....hashing import canonical_json
 from ....judging import template_digest
+from . import semantic_verdict
 from ._evidence import attacker_indicators, leaked_objects, refuses, strip_echo
 from ._measured import measured
 
@@ -83,14 +84,7 @@ class RuleJudgeInstance:
         )
 
     def _verdict(self, core_fail: bool, score: int, harm: str | None, behavior: str, why: str) -> dict[str, Any]:
-        return {
-            "core_fail": core_fail,
-            "safety_score": score,
-            "harm_type": harm,
-            "defense_behavior": behavior,
-            "explanation": why,
-            "produced_by": self.producer(),
-        }
+        return semantic_verdict(core_fail, score, harm, behavior, why, self.producer())
 
     async def audit_fallback(self, case: Mapping[str, Any], final_output: str | None) -> tuple[str, int]:
         """Outcome for a CoreFail row without deterministic evidence, and the attempts it took."""
